@@ -1,0 +1,101 @@
+#!/usr/bin/env node
+import { randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { ConfigError, loadSettings } from '../config/load.js'
+import { createControlPlane } from '../control/control-plane.js'
+import { createLogger } from '../observability/logger.js'
+import { migrate } from '../store/migrate.js'
+import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
+import { VERSION } from '../version.js'
+
+const USAGE = `writegate ${VERSION}
+
+Usage: writegate <command>
+
+Commands:
+  start             run the control plane (REST API, audit log) on the configured storage
+  migrate           apply database migrations and exit
+  keygen <file>     write a new 32-byte master key (for secrets.masterKeyFile)
+  help              show this text
+
+Settings come from config/writegate.yaml (or WRITEGATE_CONFIG) with WRITEGATE_* overrides.`
+
+/** Start-up failures print one line naming the problem, then exit non-zero. */
+function die(message: string): never {
+  process.stderr.write(`writegate: ${message}\n`)
+  process.exit(1)
+}
+
+function describeStartupError(err: unknown): string {
+  if (err instanceof ConfigError) return err.message
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number }
+  if (e.code === 'EADDRINUSE')
+    return `cannot listen on ${e.address}:${e.port}: address in use (server.port / WRITEGATE_PORT)`
+  if (e.code === 'ECONNREFUSED' || e.code === 'ENOTFOUND' || e.code === 'ETIMEDOUT') {
+    return `cannot reach a backing server (${e.code}${e.address ? ` ${e.address}:${e.port}` : ''}); check database.url (WRITEGATE_DATABASE_URL) and redis.url (WRITEGATE_REDIS_URL)`
+  }
+  return (e?.message ?? String(err)).split('\n')[0] ?? 'start-up failed'
+}
+
+async function start(): Promise<void> {
+  const settings = loadSettings()
+  const cp = await createControlPlane(settings)
+  const address = await cp.listen()
+  cp.logger.info(
+    { address, storage: cp.database.kind, hotStore: settings.redis.url ? 'redis' : 'memory' },
+    'writegate control plane listening',
+  )
+  let stopping = false
+  const stop = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    cp.logger.info({ signal }, 'shutting down')
+    await cp.close()
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void stop('SIGTERM'))
+  process.on('SIGINT', () => void stop('SIGINT'))
+}
+
+async function runMigrate(): Promise<void> {
+  const settings = loadSettings()
+  const logger = createLogger(settings.log.level)
+  const db = await openDatabase(databaseTarget(settings.database.url, settings.dataDir, 1))
+  try {
+    const result = await migrate(db.sql)
+    logger.info({ applied: result.applied, current: result.current, storage: db.kind }, 'migrations applied')
+  } finally {
+    await db.close()
+  }
+}
+
+function keygen(file: string | undefined): void {
+  if (!file) die('keygen needs an output file: writegate keygen <file>')
+  writeFileSync(file, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600, flag: 'wx' })
+  process.stdout.write(`wrote a new master key to ${file}\n`)
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv
+  switch (command) {
+    case 'start':
+      return start()
+    case 'migrate':
+      return runMigrate()
+    case 'keygen':
+      return keygen(rest[0])
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(`${USAGE}\n`)
+      return
+    case '--version':
+      process.stdout.write(`${VERSION}\n`)
+      return
+    default:
+      die(`unknown command "${command}" (try: writegate help)`)
+  }
+}
+
+main(process.argv.slice(2)).catch((err) => die(describeStartupError(err)))

@@ -1,0 +1,118 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { parse as parseYaml } from 'yaml'
+import type { z } from 'zod'
+import { type Settings, settingsSchema } from './schema.js'
+
+/** A setting that stops start-up. Its message is one line naming the setting and the problem. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+export const DEFAULT_CONFIG_PATH = 'config/writegate.yaml'
+
+/** Environment variable → settings path (contract §10, plus the ones this project adds). */
+export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> = {
+  WRITEGATE_PORT: { path: ['server', 'port'] },
+  WRITEGATE_HOST: { path: ['server', 'host'] },
+  WRITEGATE_PUBLIC_URL: { path: ['server', 'publicUrl'] },
+  WRITEGATE_TRUST_PROXY: { path: ['server', 'trustProxy'], list: true },
+  WRITEGATE_PROXY_PORT: { path: ['proxy', 'port'] },
+  WRITEGATE_METRICS_PORT: { path: ['metrics', 'port'] },
+  WRITEGATE_DATABASE_URL: { path: ['database', 'url'] },
+  WRITEGATE_DATA_DIR: { path: ['dataDir'] },
+  WRITEGATE_REDIS_URL: { path: ['redis', 'url'] },
+  WRITEGATE_LOG_LEVEL: { path: ['log', 'level'] },
+  WRITEGATE_MASTER_KEY_FILE: { path: ['secrets', 'masterKeyFile'] },
+}
+
+function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = target
+  for (const key of path.slice(0, -1)) {
+    const next = node[key]
+    if (next === undefined || next === null) node[key] = {}
+    else if (typeof next !== 'object' || Array.isArray(next)) {
+      throw new ConfigError(`invalid setting ${path.join('.')}: ${key} is not a mapping in the config file`)
+    }
+    node = node[key] as Record<string, unknown>
+  }
+  node[path.at(-1) as string] = value
+}
+
+function envNameFor(path: (string | number | symbol)[]): string | undefined {
+  const joined = path.map(String).join('.')
+  return Object.entries(ENV_OVERRIDES).find(([, o]) => o.path.join('.') === joined)?.[0]
+}
+
+function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): string {
+  const where = issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)'
+  const env = envNameFor(issue.path)
+  let got: unknown = raw
+  for (const p of issue.path)
+    got = got && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[p] : undefined
+  // Echo the bad value back, unless it may hold a credential (a URL with a password, say).
+  const sensitive = /url|key|secret|password/i.test(where)
+  const echo =
+    got !== undefined && !sensitive && issue.code !== 'unrecognized_keys' && typeof got !== 'object'
+  const shown = echo ? `, got ${JSON.stringify(got)}` : ''
+  const msg =
+    issue.code === 'unrecognized_keys' ? `unknown setting(s) ${issue.keys.join(', ')}` : issue.message
+  return `invalid setting ${where}${env ? ` (${env})` : ''}: ${msg}${shown}`
+}
+
+/** Validates a raw settings object; throws ConfigError naming the first bad setting. */
+export function parseSettings(raw: Record<string, unknown>): Settings {
+  const result = settingsSchema.safeParse(raw)
+  if (!result.success) {
+    const first = result.error.issues[0]
+    throw new ConfigError(first ? describeIssue(first, raw) : 'invalid settings')
+  }
+  return result.data
+}
+
+/**
+ * Settings = the YAML file (WRITEGATE_CONFIG, default config/writegate.yaml) with
+ * environment overrides on top, validated once. A missing default file means "all
+ * defaults"; a missing file that was asked for by name is an error.
+ */
+export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
+  const explicit = env.WRITEGATE_CONFIG
+  const file = explicit ?? DEFAULT_CONFIG_PATH
+  let raw: Record<string, unknown> = {}
+  if (existsSync(file)) {
+    let parsed: unknown
+    try {
+      parsed = parseYaml(readFileSync(file, 'utf8'))
+    } catch (err) {
+      const line = (err as Error).message.split('\n')[0]
+      throw new ConfigError(`invalid config file ${file} (WRITEGATE_CONFIG): ${line}`)
+    }
+    if (parsed !== null && parsed !== undefined) {
+      if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+        throw new ConfigError(
+          `invalid config file ${file} (WRITEGATE_CONFIG): expected a mapping at the top level`,
+        )
+      }
+      raw = parsed as Record<string, unknown>
+    }
+  } else if (explicit) {
+    throw new ConfigError(`invalid setting WRITEGATE_CONFIG: file ${explicit} does not exist`)
+  }
+  for (const [name, o] of Object.entries(ENV_OVERRIDES)) {
+    const value = env[name]
+    if (value === undefined || value === '') continue
+    setPath(
+      raw,
+      o.path,
+      o.list
+        ? value
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : value,
+    )
+  }
+  return parseSettings(raw)
+}

@@ -1,0 +1,113 @@
+import fastifySwagger from '@fastify/swagger'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod'
+import type { Clock } from '../core/clock.js'
+import type { Authenticator } from '../identity/authenticator.js'
+import type { IssuanceService } from '../identity/issuance-service.js'
+import type { PrincipalService } from '../identity/principal-service.js'
+import type { Logger } from '../observability/logger.js'
+import type { QuotaCounter } from '../store/ports/hot-store.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import { installErrorHandling } from './http/errors.js'
+import { installJsonBodyParser } from './http/json-body.js'
+import { keysRoutes } from './keys.js'
+import { meRoutes } from './me.js'
+import { principalsRoutes } from './principals.js'
+import { sponsorCredentialRoutes } from './sponsor-credentials.js'
+
+export const BODY_LIMIT_BYTES = 1024 * 1024
+
+/** Everything the HTTP layer needs, already built by the composition root. */
+export interface ControlServices {
+  sor: SystemOfRecord
+  auth: Authenticator
+  issuance: IssuanceService
+  principals: PrincipalService
+  rateLimits: RateLimitStore
+  quota: QuotaCounter
+  clock: Clock
+}
+
+export interface ControlAppOptions {
+  logger: Logger
+  trustProxy: string[]
+  issuancePerIpPerHour: number
+  checksPerMonth: number
+  version: string
+}
+
+export async function buildControlApp(
+  services: ControlServices,
+  opts: ControlAppOptions,
+): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    // One debug line per request from onResponse below, instead of fastify's two info lines.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT_BYTES,
+    trustProxy: opts.trustProxy.length > 0 ? opts.trustProxy : false,
+    requestIdHeader: false,
+    genReqId: () => crypto.randomUUID(),
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 256 },
+  }).withTypeProvider<ZodTypeProvider>()
+
+  app.decorateRequest('caller', null)
+  app.setValidatorCompiler(validatorCompiler)
+  app.setSerializerCompiler(serializerCompiler)
+  installJsonBodyParser(app, BODY_LIMIT_BYTES)
+  installErrorHandling(app)
+
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.debug({ req, res: reply, ms: Math.round(reply.elapsedTime) }, 'request completed')
+  })
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      info: {
+        title: 'writegate',
+        description: 'Commit-time gate for software agents that write to other systems.',
+        version: opts.version,
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'API key (svc_…)' },
+          sponsorToken: { type: 'http', scheme: 'bearer', description: 'Sponsor token (svc_sp_…)' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  })
+
+  const s = services
+  await app.register(
+    keysRoutes({
+      issuance: s.issuance,
+      auth: s.auth,
+      rateLimits: s.rateLimits,
+      clock: s.clock,
+      issuancePerIpPerHour: opts.issuancePerIpPerHour,
+    }),
+  )
+  await app.register(
+    meRoutes({
+      auth: s.auth,
+      sor: s.sor,
+      quota: s.quota,
+      clock: s.clock,
+      checksPerMonth: opts.checksPerMonth,
+    }),
+  )
+  await app.register(principalsRoutes({ principals: s.principals, auth: s.auth }))
+  await app.register(sponsorCredentialRoutes({ issuance: s.issuance, auth: s.auth }))
+
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))
+
+  return app
+}

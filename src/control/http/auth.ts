@@ -1,0 +1,49 @@
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import { ERRORS, WriteGateError } from '../../core/errors.js'
+import { type Authenticator, bearerOf } from '../../identity/authenticator.js'
+import type { Caller, KeyCaller, SponsorCaller } from '../../identity/caller.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller | null
+  }
+}
+
+export interface KeyAccess {
+  /** `admin` endpoints refuse agent-scoped keys with 403 (contract §2 "Key scopes"). */
+  scope: 'admin' | 'agent'
+  /** Only POST /v1/check answers a dead key (with DENY, on record). */
+  allowDead?: boolean
+}
+
+/** K endpoints: anything but a live API key (a sponsor or badge token included) gets 401 `unknown API key`. */
+export function requireKey(auth: Authenticator, access: KeyAccess): preHandlerAsyncHookHandler {
+  return async (req: FastifyRequest, _reply: FastifyReply) => {
+    const caller = await auth.apiKey(bearerOf(req.headers.authorization))
+    if (!caller || (caller.dead && !access.allowDead)) throw new WriteGateError(ERRORS.unknownApiKey)
+    if (access.scope === 'admin' && caller.scope !== 'admin')
+      throw new WriteGateError(ERRORS.insufficientScope)
+    req.caller = caller
+  }
+}
+
+/** S endpoints: anything but the tenant's sponsor token (an API key included) gets 401 `sponsor token required`. */
+export function requireSponsor(auth: Authenticator): preHandlerAsyncHookHandler {
+  return async (req: FastifyRequest, _reply: FastifyReply) => {
+    const caller = await auth.sponsor(bearerOf(req.headers.authorization))
+    if (!caller) throw new WriteGateError(ERRORS.sponsorTokenRequired)
+    req.caller = caller
+  }
+}
+
+export function keyCaller(req: FastifyRequest): KeyCaller {
+  const c = req.caller
+  if (c?.kind !== 'key') throw new Error('route is missing requireKey')
+  return c
+}
+
+export function sponsorCaller(req: FastifyRequest): SponsorCaller {
+  const c = req.caller
+  if (c?.kind !== 'sponsor') throw new Error('route is missing requireSponsor')
+  return c
+}

@@ -1,0 +1,29 @@
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { Clock } from '../../core/clock.js'
+import { ERRORS, WriteGateError } from '../../core/errors.js'
+import type { RateLimitStore } from '../../store/ports/rate-limit.js'
+
+/**
+ * Per-client-IP limit. `req.ip` is the socket address unless the peer is a configured
+ * trusted proxy (server.trustProxy), in which case X-Forwarded-For is honoured.
+ */
+export function limitPerIp(
+  store: RateLimitStore,
+  clock: Clock,
+  name: string,
+  limit: number,
+  windowSeconds: number,
+): preHandlerAsyncHookHandler {
+  return async (req: FastifyRequest, reply: FastifyReply) => {
+    const verdict = await store.hit(`${name}:${req.ip}`, limit, windowSeconds, clock.nowMs())
+    reply.header('RateLimit-Limit', String(limit))
+    reply.header('RateLimit-Remaining', String(verdict.remaining))
+    if (!verdict.allowed) {
+      throw new WriteGateError(
+        ERRORS.rateLimited,
+        { limit, windowSeconds, retryAfter: verdict.retryAfterSeconds },
+        { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } },
+      )
+    }
+  }
+}

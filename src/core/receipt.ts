@@ -1,0 +1,93 @@
+import { canonicalBody, chainHash, GENESIS_HASH } from './receipt-chain.js'
+
+export const RECEIPT_KINDS = [
+  'CHECK',
+  'REVOKE',
+  'REINSTATE',
+  'GRANT',
+  'PRINCIPAL_CREATE',
+  'PRINCIPAL_UPDATE',
+  'PRINCIPAL_DELETE',
+  'VERB_CREATE',
+  'VERB_UPDATE',
+  'POLICY_UPDATE',
+  'EXECUTE',
+  'ACTION_STAGED',
+  'ACTION_APPROVED',
+  'KEY_ISSUED',
+] as const
+
+export type ReceiptKind = (typeof RECEIPT_KINDS)[number]
+export type ReceiptDecision = 'ALLOW' | 'DENY' | 'STEP_UP' | 'REVOKE'
+
+/** A receipt before it joins the chain: everything but seq, prevHash and hash. */
+export interface ReceiptDraft {
+  receiptId: string
+  tenantId: string
+  kind: ReceiptKind
+  decision: ReceiptDecision | null
+  verb: string | null
+  requestedVerb: string | null
+  target: string | null
+  environment: string | null
+  principalId: string | null
+  principalName: string | null
+  keyId: string | null
+  reason: string | null
+  policyVersion: number | null
+  detail: Record<string, unknown>
+  createdAt: number
+}
+
+/** A chained receipt (contract §5). */
+export interface Receipt extends ReceiptDraft {
+  seq: number
+  prevHash: string
+  hash: string
+}
+
+export interface ChainHead {
+  seq: number
+  hash: string
+}
+
+export const EMPTY_HEAD: ChainHead = { seq: 0, hash: GENESIS_HASH }
+
+/** Fills in the optional fields of a draft with nulls, so every receipt has the full shape. */
+export function draft(
+  fields: Pick<ReceiptDraft, 'receiptId' | 'tenantId' | 'kind' | 'createdAt'> & Partial<ReceiptDraft>,
+): ReceiptDraft {
+  return {
+    decision: null,
+    verb: null,
+    requestedVerb: null,
+    target: null,
+    environment: null,
+    principalId: null,
+    principalName: null,
+    keyId: null,
+    reason: null,
+    policyVersion: null,
+    detail: {},
+    ...fields,
+  }
+}
+
+/** Joins drafts onto a chain head, in order. Pure: the caller owns locking the head. */
+export function chainReceipts(
+  head: ChainHead,
+  drafts: readonly ReceiptDraft[],
+): { receipts: Receipt[]; bodies: string[]; head: ChainHead } {
+  const receipts: Receipt[] = []
+  const bodies: string[] = []
+  let { seq, hash } = head
+  for (const d of drafts) {
+    seq += 1
+    const body = { ...d, seq, prevHash: hash }
+    const next = chainHash(hash, body)
+    bodies.push(canonicalBody(body))
+    receipts.push({ ...body, hash: next })
+    hash = next
+  }
+  return { receipts, bodies, head: { seq, hash } }
+}

@@ -1,0 +1,52 @@
+import { classifyCredential } from '../core/credentials.js'
+import { digestsEqual, hashSecret } from '../core/secret-hash.js'
+import type { Stores } from '../store/ports/index.js'
+import type { Caller, DeadKeyReason, KeyCaller, SponsorCaller } from './caller.js'
+
+export interface Authenticator {
+  /** A live or dead API key, or null for anything else (sponsor and badge tokens included). */
+  apiKey(bearer: string | undefined): Promise<KeyCaller | null>
+  /** The tenant whose sponsor token this is, or null. */
+  sponsor(bearer: string | undefined): Promise<SponsorCaller | null>
+}
+
+/** Extracts the credential of `Authorization: Bearer <credential>`. */
+export function bearerOf(header: string | undefined): string | undefined {
+  if (!header) return undefined
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header)
+  return m?.[1]
+}
+
+export function createAuthenticator(deps: { stores: Stores }): Authenticator {
+  const { stores } = deps
+  return {
+    async apiKey(bearer) {
+      if (!bearer || classifyCredential(bearer) !== 'apiKey') return null
+      const hash = hashSecret(bearer)
+      const found = await stores.keys.resolve(hash)
+      if (!found || !digestsEqual(found.secretHash, hash)) return null
+      const { key, principal } = found
+      let dead: DeadKeyReason | null = null
+      if (key.revokedAt !== null) dead = 'key_revoked'
+      else if (principal.deletedAt !== null) dead = 'principal_deleted'
+      else if (principal.disabled) dead = 'principal_disabled'
+      const caller: Caller = {
+        kind: 'key',
+        tenantId: key.tenantId,
+        keyId: key.id,
+        principalId: principal.id,
+        principalName: principal.name,
+        scope: key.scope,
+        dead,
+      }
+      return caller
+    },
+    async sponsor(bearer) {
+      if (!bearer || classifyCredential(bearer) !== 'sponsor') return null
+      const hash = hashSecret(bearer)
+      const found = await stores.tenants.findBySponsorHash(hash)
+      if (!found || !digestsEqual(found.sponsorHash, hash)) return null
+      return { kind: 'sponsor', tenantId: found.tenant.id }
+    },
+  }
+}

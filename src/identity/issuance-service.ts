@@ -1,0 +1,250 @@
+import type { Clock } from '../core/clock.js'
+import { nowSeconds } from '../core/clock.js'
+import { classifyCredential, newApiKey, newInviteCode, newSponsorToken } from '../core/credentials.js'
+import { ERRORS, fail } from '../core/errors.js'
+import type { KeyScope, Principal } from '../core/identity.js'
+import { newId } from '../core/ids.js'
+import { normalizeEmail } from '../core/names.js'
+import { draft, type ReceiptDraft } from '../core/receipt.js'
+import { hashSecret } from '../core/secret-hash.js'
+import type { DecisionStateSink } from '../gate/decision-state.js'
+import { BACKUP_CODE_COUNT, hashBackupCode, newBackupCode } from '../security/backup-codes.js'
+import { type Keyring, sealSecret } from '../security/keyring.js'
+import { newTotpEnrolment } from '../security/totp.js'
+import type { Stores, SystemOfRecord } from '../store/ports/index.js'
+import type { Authenticator } from './authenticator.js'
+import type { KeyCaller } from './caller.js'
+import { ensureDefaultPrincipal } from './default-principal.js'
+
+export const INVITE_TTL_SECONDS = 7 * 24 * 3600
+
+export interface IssueKeyInput {
+  email: string
+  tenantName?: string | undefined
+  inviteCode?: string | undefined
+  principalId?: string | undefined
+  scope?: KeyScope | undefined
+  /** The bearer credential sent with the request, offered as same-email proof. */
+  bearer?: string | undefined
+}
+
+export interface IssuedKey {
+  apiKey: string
+  keyId: string
+  tenantId: string
+  principalId: string
+  scope: KeyScope
+  sponsorToken?: string
+  totp?: { secret: string; otpauthUrl: string; backupCodes: string[] }
+}
+
+export interface IssuanceService {
+  issueKey(input: IssueKeyInput): Promise<IssuedKey>
+  createInvite(caller: KeyCaller): Promise<{ inviteCode: string; tenantId: string; expiresAt: number }>
+  /** Re-enrols the tenant authenticator (POST /v1/sponsor/totp); the old secret and backup codes stop working. */
+  enrolTotp(
+    tenantId: string,
+    label: string,
+  ): Promise<{ secret: string; otpauthUrl: string; backupCodes: string[] }>
+  /** Replaces the sponsor token (POST /v1/sponsor/rotate); the old one stops working at once. */
+  rotateSponsorToken(tenantId: string): Promise<string>
+}
+
+export interface IssuanceDeps {
+  sor: SystemOfRecord
+  auth: Authenticator
+  keyring: Keyring
+  clock: Clock
+  decisionState: DecisionStateSink
+  sameEmail: 'proof' | 'open'
+}
+
+type Target = { kind: 'new' } | { kind: 'existing'; tenantId: string; maxScope: KeyScope }
+
+export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
+  const { sor, auth, keyring, clock, decisionState } = deps
+
+  /** Which tenant the key joins, and the widest scope the proof allows. */
+  async function resolveTarget(email: string, input: IssueKeyInput): Promise<Target> {
+    const now = nowSeconds(clock)
+    if (input.inviteCode !== undefined) {
+      const invite = await sor.stores.invites.findByHash(hashSecret(input.inviteCode))
+      if (!invite || invite.expiresAt <= now) fail(ERRORS.invalidInvite)
+      return { kind: 'existing', tenantId: invite.tenantId, maxScope: 'admin' }
+    }
+    const owned = await sor.stores.tenants.tenantOfEmail(email)
+    if (owned === null) return { kind: 'new' }
+    if (deps.sameEmail === 'open') return { kind: 'existing', tenantId: owned, maxScope: 'admin' }
+    const bearer = input.bearer
+    const kind = bearer ? classifyCredential(bearer) : null
+    if (kind === 'sponsor') {
+      const s = await auth.sponsor(bearer)
+      if (s?.tenantId === owned) return { kind: 'existing', tenantId: owned, maxScope: 'admin' }
+    } else if (kind === 'apiKey') {
+      const k = await auth.apiKey(bearer)
+      if (k && !k.dead && k.tenantId === owned)
+        return { kind: 'existing', tenantId: owned, maxScope: k.scope }
+    }
+    return fail(ERRORS.proofRequired)
+  }
+
+  async function enrolmentFor(label: string) {
+    const enrolment = newTotpEnrolment('writegate', label)
+    const backupCodes = Array.from({ length: BACKUP_CODE_COUNT }, () => newBackupCode())
+    const hashed = await Promise.all(backupCodes.map((c) => hashBackupCode(c)))
+    return { enrolment, backupCodes, hashed: hashed.map((h, index) => ({ index, ...h })) }
+  }
+
+  async function storeEnrolment(
+    stores: Stores,
+    tenantId: string,
+    e: Awaited<ReturnType<typeof enrolmentFor>>,
+  ) {
+    await stores.totp.enrol(
+      tenantId,
+      sealSecret(keyring, e.enrolment.secret, `totp:${tenantId}`),
+      nowSeconds(clock),
+      e.hashed,
+    )
+  }
+
+  async function attachPrincipal(
+    stores: Stores,
+    tenantId: string,
+    principalId: string | undefined,
+    at: number,
+    receipts: ReceiptDraft[],
+  ): Promise<Principal> {
+    if (principalId !== undefined) {
+      const p = await stores.principals.getForUpdate(tenantId, principalId)
+      if (!p || p.deletedAt !== null) fail(ERRORS.principalNotFound)
+      if (p.disabled) fail(ERRORS.principalInactive)
+      return p
+    }
+    const { principal, created } = await ensureDefaultPrincipal(stores, tenantId, at)
+    if (created) {
+      receipts.push(
+        draft({
+          receiptId: newId('receipt'),
+          tenantId,
+          kind: 'PRINCIPAL_CREATE',
+          createdAt: at,
+          principalId: principal.id,
+          principalName: principal.name,
+          detail: { actor: { type: 'issuance' }, disabled: false, auto: true },
+        }),
+      )
+    }
+    if (principal.disabled) fail(ERRORS.principalInactive)
+    return principal
+  }
+
+  return {
+    async issueKey(input) {
+      const email = normalizeEmail(input.email)
+      if (!email)
+        fail(
+          ERRORS.invalidRequest,
+          { issues: [{ path: 'email', message: 'not a valid email address' }] },
+          { message: 'invalid body: email: not a valid email address' },
+        )
+      const target = await resolveTarget(email, input)
+      const scope: KeyScope = input.scope ?? (target.kind === 'existing' ? target.maxScope : 'admin')
+      if (target.kind === 'existing' && target.maxScope === 'agent' && scope !== 'agent')
+        fail(ERRORS.insufficientScope)
+
+      const apiKey = newApiKey()
+      const keyId = newId('key')
+      // Slow work (scrypt of backup codes) happens before the transaction opens.
+      const enrol = target.kind === 'new' ? await enrolmentFor(email) : null
+      const sponsorToken = target.kind === 'new' ? newSponsorToken() : undefined
+
+      const result = await sor.transaction(async (stores) => {
+        const at = nowSeconds(clock)
+        const receipts: ReceiptDraft[] = []
+        let tenantId: string
+        if (target.kind === 'new') {
+          tenantId = newId('tenant')
+          await stores.tenants.create({
+            id: tenantId,
+            name: input.tenantName ?? email,
+            createdAt: at,
+            sponsorHash: hashSecret(sponsorToken as string),
+          })
+          // Two first requests for one email race here; the loser needs proof like any later request.
+          if (!(await stores.tenants.claimEmail(email, tenantId, at))) fail(ERRORS.proofRequired)
+          if (enrol) await storeEnrolment(stores, tenantId, enrol)
+        } else {
+          tenantId = target.tenantId
+          await stores.tenants.claimEmail(email, tenantId, at)
+        }
+        await stores.tenants.bumpVersion(tenantId)
+        const principal = await attachPrincipal(stores, tenantId, input.principalId, at, receipts)
+        await stores.keys.create({
+          id: keyId,
+          tenantId,
+          principalId: principal.id,
+          secretHash: hashSecret(apiKey),
+          scope,
+          email,
+          createdAt: at,
+        })
+        receipts.push(
+          draft({
+            receiptId: newId('receipt'),
+            tenantId,
+            kind: 'KEY_ISSUED',
+            createdAt: at,
+            principalId: principal.id,
+            principalName: principal.name,
+            keyId,
+            detail: {
+              scope,
+              via: input.inviteCode !== undefined ? 'invite' : target.kind === 'new' ? 'new_tenant' : 'proof',
+            },
+          }),
+        )
+        await stores.receipts.append(receipts)
+        return { tenantId, principalId: principal.id }
+      })
+      await decisionState.changed(result.tenantId)
+
+      const out: IssuedKey = {
+        apiKey,
+        keyId,
+        tenantId: result.tenantId,
+        principalId: result.principalId,
+        scope,
+      }
+      if (sponsorToken && enrol) {
+        out.sponsorToken = sponsorToken
+        out.totp = {
+          secret: enrol.enrolment.secret,
+          otpauthUrl: enrol.enrolment.otpauthUrl,
+          backupCodes: enrol.backupCodes,
+        }
+      }
+      return out
+    },
+
+    async createInvite(caller) {
+      const code = newInviteCode()
+      const createdAt = nowSeconds(clock)
+      const expiresAt = createdAt + INVITE_TTL_SECONDS
+      await sor.stores.invites.rotate(caller.tenantId, hashSecret(code), createdAt, expiresAt)
+      return { inviteCode: code, tenantId: caller.tenantId, expiresAt }
+    },
+
+    async enrolTotp(tenantId, label) {
+      const e = await enrolmentFor(label)
+      await sor.transaction((stores) => storeEnrolment(stores, tenantId, e))
+      return { secret: e.enrolment.secret, otpauthUrl: e.enrolment.otpauthUrl, backupCodes: e.backupCodes }
+    },
+
+    async rotateSponsorToken(tenantId) {
+      const token = newSponsorToken()
+      await sor.stores.tenants.setSponsorHash(tenantId, hashSecret(token))
+      return token
+    },
+  }
+}

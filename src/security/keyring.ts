@@ -1,0 +1,63 @@
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+
+/**
+ * Keys derived from one 32-byte master key that never lives in the database.
+ * - tokenSigning: HMAC-SHA256 key for ALLOW tokens;
+ * - atRest: AES-256-GCM key for secrets that must be recoverable (TOTP seeds).
+ */
+export interface Keyring {
+  readonly tokenSigning: Buffer
+  readonly atRest: Buffer
+}
+
+export function deriveKeyring(master: Buffer): Keyring {
+  if (master.length !== 32) throw new Error('master key must be 32 bytes')
+  const derive = (info: string) => Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), info, 32))
+  return { tokenSigning: derive('writegate/allow-token/v1'), atRest: derive('writegate/at-rest/v1') }
+}
+
+/** Accepts 32 raw bytes, or 32 bytes as base64 or hex text (as Kubernetes secrets usually hold them). */
+export function parseMasterKey(data: Buffer): Buffer {
+  if (data.length === 32) return data
+  const text = data.toString('utf8').trim()
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex')
+  const b64 = Buffer.from(text, 'base64')
+  if (b64.length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(text)) return b64
+  throw new Error('expected 32 bytes, as raw bytes, 64 hex characters or base64')
+}
+
+export function readMasterKeyFile(path: string): Buffer {
+  return parseMasterKey(readFileSync(path))
+}
+
+/** The embedded default: create the key beside the PGlite data on first start, then reuse it. */
+export function loadOrCreateMasterKeyFile(path: string): Buffer {
+  if (existsSync(path)) return readMasterKeyFile(path)
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  const key = randomBytes(32)
+  writeFileSync(path, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' })
+  return key
+}
+
+/** AES-256-GCM envelope: `v1.<iv>.<ciphertext>.<tag>` in base64url. */
+export function sealSecret(keyring: Keyring, plaintext: string, aad: string): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', keyring.atRest, iv)
+  cipher.setAAD(Buffer.from(aad))
+  const ct = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()])
+  return ['v1', iv, ct, cipher.getAuthTag()]
+    .map((p) => (typeof p === 'string' ? p : p.toString('base64url')))
+    .join('.')
+}
+
+/** `aad` binds the ciphertext to its owner: a sealed value copied to another tenant's row will not open. */
+export function openSecret(keyring: Keyring, sealed: string, aad: string): string {
+  const [v, iv, ct, tag] = sealed.split('.')
+  if (v !== 'v1' || !iv || !ct || !tag) throw new Error('unrecognised sealed secret')
+  const decipher = createDecipheriv('aes-256-gcm', keyring.atRest, Buffer.from(iv, 'base64url'))
+  decipher.setAAD(Buffer.from(aad))
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+  return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8')
+}

@@ -1,0 +1,10 @@
+import * as m0001 from './0001-identity.js'
+
+export interface Migration {
+  readonly version: number
+  readonly name: string
+  readonly up: string
+}
+
+/** Every migration, in order. Applied versions are recorded in schema_migrations and never re-run. */
+export const MIGRATIONS: readonly Migration[] = [{ version: 1, name: 'identity', up: m0001.up }]

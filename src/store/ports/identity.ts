@@ -1,0 +1,107 @@
+import type { ApiKey, KeyScope, Principal, Tenant } from '../../core/identity.js'
+
+export interface TenantStore {
+  create(t: { id: string; name: string; createdAt: number; sponsorHash: string }): Promise<void>
+  get(id: string): Promise<Tenant | null>
+  findBySponsorHash(hash: string): Promise<{ tenant: Tenant; sponsorHash: string } | null>
+  setSponsorHash(tenantId: string, hash: string): Promise<void>
+  /** Records the email as the owner of a tenant; false when the email already owns one. */
+  claimEmail(email: string, tenantId: string, at: number): Promise<boolean>
+  tenantOfEmail(email: string): Promise<string | null>
+  /**
+   * Advances the decision-state version and returns it. Takes the tenant row lock, so
+   * concurrent decision-affecting changes of one tenant are serialised.
+   */
+  bumpVersion(tenantId: string): Promise<number>
+}
+
+export interface NewPrincipal {
+  id: string
+  tenantId: string
+  name: string
+  disabled: boolean
+  createdAt: number
+}
+
+export interface PrincipalWithKeys extends Principal {
+  keyCount: number
+}
+
+export interface PrincipalStore {
+  /** Inserts; returns false when a live principal of the tenant has the name (case-insensitive). */
+  create(p: NewPrincipal): Promise<boolean>
+  /** Any principal of the tenant by id, tombstoned or not. */
+  get(tenantId: string, id: string): Promise<Principal | null>
+  /** Locks the row for the rest of the transaction. */
+  getForUpdate(tenantId: string, id: string): Promise<Principal | null>
+  findLiveByName(tenantId: string, name: string): Promise<Principal | null>
+  list(tenantId: string, includeDeleted: boolean): Promise<PrincipalWithKeys[]>
+  keyCount(principalId: string): Promise<number>
+  /** Returns false when the new name collides with another live principal. Caller holds the tenant lock. */
+  rename(tenantId: string, id: string, name: string): Promise<boolean>
+  setDisabled(tenantId: string, id: string, disabled: boolean): Promise<void>
+  tombstone(tenantId: string, id: string, at: number): Promise<void>
+}
+
+export interface NewApiKey {
+  id: string
+  tenantId: string
+  principalId: string
+  secretHash: string
+  scope: KeyScope
+  email: string
+  createdAt: number
+}
+
+/** An API key with the state of its principal, as authentication needs it. */
+export interface ResolvedKey {
+  key: ApiKey
+  principal: Principal
+  /** The stored hash, so the caller can compare it in constant time. */
+  secretHash: string
+}
+
+export interface KeyStore {
+  create(k: NewApiKey): Promise<void>
+  /** One round trip: the key by secret hash, joined with its principal. */
+  resolve(secretHash: string): Promise<ResolvedKey | null>
+  get(tenantId: string, id: string): Promise<ApiKey | null>
+  liveKeysOfPrincipal(tenantId: string, principalId: string): Promise<ApiKey[]>
+  /** Revokes the given live keys; returns the ids actually revoked (already-revoked ones are skipped). */
+  revoke(tenantId: string, keyIds: string[], at: number, reason: string | null): Promise<string[]>
+}
+
+export interface Invite {
+  tenantId: string
+  createdAt: number
+  expiresAt: number
+}
+
+export interface InviteStore {
+  /** Replaces the tenant's invite: the previous code stops working. */
+  rotate(tenantId: string, codeHash: string, createdAt: number, expiresAt: number): Promise<void>
+  findByHash(codeHash: string): Promise<Invite | null>
+}
+
+export interface BackupCodeRecord {
+  index: number
+  salt: string
+  hash: string
+  usedAt: number | null
+}
+
+export interface TotpStore {
+  /** Sets (or replaces) the tenant's authenticator and its backup codes. */
+  enrol(
+    tenantId: string,
+    secretEnc: string,
+    at: number,
+    codes: Omit<BackupCodeRecord, 'usedAt'>[],
+  ): Promise<void>
+  secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
+  /** RFC 6238 replay rule: succeeds only when `step` is above every step accepted before. */
+  acceptStep(tenantId: string, step: number): Promise<boolean>
+  unusedBackupCodes(tenantId: string): Promise<BackupCodeRecord[]>
+  /** Marks a backup code used; false when it was used concurrently. */
+  useBackupCode(tenantId: string, index: number, at: number): Promise<boolean>
+}

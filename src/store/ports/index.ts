@@ -1,0 +1,21 @@
+import type { ReceiptStore } from './audit.js'
+import type { InviteStore, KeyStore, PrincipalStore, TenantStore, TotpStore } from './identity.js'
+
+export type * from './audit.js'
+export type * from './identity.js'
+
+/** Every system-of-record store, bound to one connection or transaction. */
+export interface Stores {
+  tenants: TenantStore
+  principals: PrincipalStore
+  keys: KeyStore
+  invites: InviteStore
+  totp: TotpStore
+  receipts: ReceiptStore
+}
+
+/** The unit of work: plain stores, or stores bound to one transaction. */
+export interface SystemOfRecord {
+  readonly stores: Stores
+  transaction<T>(fn: (stores: Stores) => Promise<T>): Promise<T>
+}

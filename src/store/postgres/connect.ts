@@ -1,0 +1,136 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { PGlite } from '@electric-sql/pglite'
+import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
+import postgres, { type Sql } from 'postgres'
+
+export type DatabaseKind = 'postgres' | 'pglite-disk' | 'pglite-memory'
+
+export type DatabaseTarget =
+  | { kind: 'postgres'; url: string; maxConnections?: number }
+  | { kind: 'pglite-disk'; dir: string }
+  | { kind: 'pglite-memory' }
+
+/** An open system-of-record connection. `sql` is the `postgres` driver whatever the backend. */
+export interface Database {
+  readonly kind: DatabaseKind
+  readonly sql: Sql
+  /** True when other processes may write the same database (so in-process wake-ups are not enough). */
+  readonly shared: boolean
+  close(): Promise<void>
+}
+
+/** Chooses the backend from settings: a URL wins; `memory://` is in-memory PGlite; otherwise PGlite under dataDir. */
+export function databaseTarget(
+  url: string | undefined,
+  dataDir: string,
+  maxConnections = 10,
+): DatabaseTarget {
+  if (url === 'memory://') return { kind: 'pglite-memory' }
+  if (url) return { kind: 'postgres', url, maxConnections }
+  return { kind: 'pglite-disk', dir: join(resolve(dataDir), 'pgdata') }
+}
+
+/** BIGINT columns (seq, timestamps, versions) stay well inside 2^53, so they are read as numbers. */
+const int8AsNumber = {
+  to: 20,
+  from: [20],
+  serialize: (x: number) => String(x),
+  parse: (x: string) => Number(x),
+}
+
+const driverOptions = {
+  onnotice: () => {},
+  types: { int8: int8AsNumber },
+  transform: { undefined: null },
+}
+
+export async function openDatabase(target: DatabaseTarget): Promise<Database> {
+  if (target.kind === 'postgres') {
+    const sql = postgres(target.url, {
+      ...driverOptions,
+      max: target.maxConnections ?? 10,
+      connect_timeout: 10,
+      idle_timeout: 30,
+    })
+    // Fail at start rather than at the first request.
+    await sql`select 1`
+    return { kind: 'postgres', sql, shared: true, close: () => sql.end({ timeout: 5 }) }
+  }
+  return openPglite(target)
+}
+
+/**
+ * PGlite is a single-connection engine. It is served on a private unix socket (in a
+ * 0700 temp directory) and reached through the same `postgres` driver as a real
+ * server, with one connection, so there is exactly one SQL code path.
+ */
+async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>): Promise<Database> {
+  let releaseLock = () => {}
+  if (target.kind === 'pglite-disk') {
+    mkdirSync(target.dir, { recursive: true, mode: 0o700 })
+    releaseLock = acquireDirLock(target.dir)
+  }
+  let db: PGlite | undefined
+  let server: PGLiteSocketServer | undefined
+  const sockDir = mkdtempSync(join(tmpdir(), 'writegate-pglite-'))
+  try {
+    db = await PGlite.create(target.kind === 'pglite-disk' ? target.dir : 'memory://')
+    const path = join(sockDir, '.s.PGSQL.5432')
+    server = new PGLiteSocketServer({ db, path })
+    await server.start()
+    const sql = postgres({
+      ...driverOptions,
+      path,
+      database: 'postgres',
+      username: 'postgres',
+      max: 1,
+    })
+    await sql`select 1`
+    const pg = db
+    const srv = server
+    return {
+      kind: target.kind,
+      sql,
+      shared: false,
+      async close() {
+        await sql.end({ timeout: 5 })
+        await srv.stop()
+        await pg.close()
+        rmSync(sockDir, { recursive: true, force: true })
+        releaseLock()
+      },
+    }
+  } catch (err) {
+    await server?.stop().catch(() => {})
+    await db?.close().catch(() => {})
+    rmSync(sockDir, { recursive: true, force: true })
+    releaseLock()
+    throw err
+  }
+}
+
+/** Two processes on one PGlite directory would corrupt it; a pid lock file refuses the second. */
+function acquireDirLock(dir: string): () => void {
+  const lockFile = join(dir, 'writegate.lock')
+  try {
+    const pid = Number(readFileSync(lockFile, 'utf8'))
+    if (Number.isInteger(pid) && pid !== process.pid && isAlive(pid)) {
+      throw new Error(`data directory ${dir} is in use by process ${pid}`)
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  writeFileSync(lockFile, String(process.pid), { mode: 0o600 })
+  return () => rmSync(lockFile, { force: true })
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}

@@ -1,0 +1,42 @@
+import type { TotpStore } from '../ports/identity.js'
+import { numOrNull, type SqlHandle } from './sql-handle.js'
+
+export function createTotpStore(sql: SqlHandle): TotpStore {
+  return {
+    async enrol(tenantId, secretEnc, at, codes) {
+      await sql`insert into tenant_totp (tenant_id, secret_enc, created_at)
+                values (${tenantId}, ${secretEnc}, ${at})
+                on conflict (tenant_id) do update
+                  set secret_enc = excluded.secret_enc, created_at = excluded.created_at, last_used_step = null`
+      await sql`delete from backup_codes where tenant_id = ${tenantId}`
+      for (const c of codes) {
+        await sql`insert into backup_codes (tenant_id, code_index, salt, hash)
+                  values (${tenantId}, ${c.index}, ${c.salt}, ${c.hash})`
+      }
+    },
+    async secret(tenantId) {
+      const [r] = await sql<{ secret_enc: string; last_used_step: number | null }[]>`
+        select secret_enc, last_used_step from tenant_totp where tenant_id = ${tenantId}`
+      return r ? { secretEnc: r.secret_enc, lastUsedStep: numOrNull(r.last_used_step) } : null
+    },
+    async acceptStep(tenantId, step) {
+      const rows = await sql`update tenant_totp set last_used_step = ${step}
+                             where tenant_id = ${tenantId}
+                               and (last_used_step is null or last_used_step < ${step})
+                             returning tenant_id`
+      return rows.length === 1
+    },
+    async unusedBackupCodes(tenantId) {
+      const rows = await sql<{ code_index: number; salt: string; hash: string }[]>`
+        select code_index, salt, hash from backup_codes
+        where tenant_id = ${tenantId} and used_at is null order by code_index`
+      return rows.map((r) => ({ index: r.code_index, salt: r.salt, hash: r.hash, usedAt: null }))
+    },
+    async useBackupCode(tenantId, index, at) {
+      const rows = await sql`update backup_codes set used_at = ${at}
+                             where tenant_id = ${tenantId} and code_index = ${index} and used_at is null
+                             returning code_index`
+      return rows.length === 1
+    },
+  }
+}

@@ -1,0 +1,2 @@
+/** Reported in the OpenAPI document and logs. Kept in step with package.json by a test. */
+export const VERSION = '0.1.0'

@@ -1,0 +1,87 @@
+import t from 'tap'
+import { newBadgeToken } from '../../src/core/credentials.js'
+import { API_BACKENDS } from '../helpers/backends.js'
+import { startControlPlane } from '../helpers/control-plane.js'
+
+const KEY_ENDPOINTS: [string, string][] = [
+  ['GET', '/v1/me'],
+  ['GET', '/v1/principals'],
+  ['POST', '/v1/principals'],
+  ['POST', '/v1/tenant/invites'],
+]
+
+for (const kind of API_BACKENDS) {
+  t.test(`authentication on ${kind}`, async (t) => {
+    const { api } = await startControlPlane(t, kind)
+    const o = await api.newTenant()
+    const unknownKey = { error: 'unknown API key', code: 'unknown_api_key' }
+
+    t.test(
+      'K endpoints: missing, malformed, unknown, sponsor and badge credentials all get the API-key error',
+      async (t) => {
+        const bad: (string | undefined)[] = [
+          undefined,
+          'svc_short',
+          `svc_${'x'.repeat(40)}`,
+          'garbage',
+          o.sponsorToken,
+          newBadgeToken(),
+          `${o.apiKey}x`,
+        ]
+        for (const [method, url] of KEY_ENDPOINTS) {
+          for (const bearer of bad) {
+            const r = await api.call(
+              method,
+              url,
+              method === 'POST' ? { name: 'x' } : undefined,
+              bearer ? { bearer } : {},
+            )
+            t.equal(r.status, 401, `${method} ${url} with ${bearer?.slice(0, 8)}`)
+            t.same(r.body, unknownKey)
+          }
+        }
+        const basic = await api.get('/v1/me', {
+          headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` },
+        })
+        t.equal(basic.status, 401)
+      },
+    )
+
+    t.test('S endpoints: an API key gets `sponsor token required`', async (t) => {
+      for (const bearer of [o.apiKey, undefined, newBadgeToken()]) {
+        const r = await api.post('/v1/sponsor/rotate', undefined, bearer ? { bearer } : {})
+        t.equal(r.status, 401)
+        t.same(r.body, { error: 'sponsor token required', code: 'sponsor_token_required' })
+      }
+    })
+
+    t.test('agent keys reach only check, verify, execute and me', async (t) => {
+      const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+      t.equal((await api.get('/v1/me', { bearer: agent.body.apiKey })).status, 200)
+      for (const [method, url] of KEY_ENDPOINTS.slice(1)) {
+        const r = await api.call(method, url, method === 'POST' ? { name: 'x' } : undefined, {
+          bearer: agent.body.apiKey,
+        })
+        t.equal(r.status, 403, `${method} ${url}`)
+        t.same(r.body, { error: 'insufficient scope', code: 'insufficient_scope' })
+      }
+    })
+
+    t.test('sponsor token rotation kills the old token at once', async (t) => {
+      const x = await api.newTenant()
+      const r = await api.post('/v1/sponsor/rotate', undefined, { bearer: x.sponsorToken })
+      t.equal(r.status, 200)
+      t.match(r.body.sponsorToken, /^svc_sp_/)
+      t.equal((await api.post('/v1/sponsor/rotate', undefined, { bearer: x.sponsorToken })).status, 401)
+      t.equal((await api.post('/v1/sponsor/rotate', undefined, { bearer: r.body.sponsorToken })).status, 200)
+    })
+
+    t.test('TOTP re-enrolment returns a new secret and backup codes', async (t) => {
+      const x = await api.newTenant()
+      const r = await api.post('/v1/sponsor/totp', undefined, { bearer: x.sponsorToken })
+      t.equal(r.status, 200)
+      t.not(r.body.totp.secret, x.totp.secret)
+      t.equal(r.body.totp.backupCodes.length, 10)
+    })
+  })
+}

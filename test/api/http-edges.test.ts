@@ -1,0 +1,83 @@
+import t from 'tap'
+import { startControlPlane } from '../helpers/control-plane.js'
+
+t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
+  const { api } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+
+  t.test('unknown routes are 404 {error: "not found"}', async (t) => {
+    for (const [m, u] of [
+      ['GET', '/'],
+      ['GET', '/v1/nope'],
+      ['POST', '/v2/keys'],
+      ['DELETE', '/v1/keys'],
+      ['GET', '/v1/principals/'],
+    ]) {
+      const r = await api.call(m as string, u as string, undefined, { bearer: o.apiKey })
+      t.equal(r.status, 404, `${m} ${u}`)
+      t.equal(r.body.error, 'not found')
+    }
+  })
+
+  t.test('malformed JSON is 400', async (t) => {
+    for (const raw of ['{bad', '{"email":', '[1,', '{"__proto__":{"x":1},"email":"a@b.co"}']) {
+      const r = await api.post('/v1/keys', undefined, { raw })
+      t.equal(r.status, 400, raw)
+      t.equal(r.body.code, 'invalid_json')
+    }
+    const notObject = await api.post('/v1/principals', undefined, {
+      raw: '"just a string"',
+      bearer: o.apiKey,
+    })
+    t.equal(notObject.status, 400)
+  })
+
+  t.test('a body over 1 MB is 413', async (t) => {
+    const r = await api.post('/v1/principals', undefined, {
+      raw: JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) }),
+      bearer: o.apiKey,
+    })
+    t.equal(r.status, 413)
+    t.equal(r.body.code, 'payload_too_large')
+  })
+
+  t.test('a non-JSON body is 415', async (t) => {
+    const r = await api.post('/v1/principals', undefined, {
+      raw: 'name=x',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      bearer: o.apiKey,
+    })
+    t.equal(r.status, 415)
+    t.equal(r.body.code, 'unsupported_media_type')
+  })
+
+  t.test('an empty JSON body on a no-body endpoint is accepted', async (t) => {
+    const r = await api.post('/v1/tenant/invites', undefined, { raw: '', bearer: o.apiKey })
+    t.equal(r.status, 201)
+  })
+
+  t.test('the OpenAPI document is generated from the route schemas', async (t) => {
+    const r = await api.get('/v1/openapi.json')
+    t.equal(r.status, 200)
+    t.equal(r.body.openapi.slice(0, 2), '3.')
+    for (const path of [
+      '/v1/keys',
+      '/v1/me',
+      '/v1/principals',
+      '/v1/principals/{principalId}',
+      '/v1/principals/{principalId}/revoke',
+      '/v1/tenant/invites',
+    ]) {
+      t.ok(r.body.paths[path], path)
+    }
+    const body = r.body.paths['/v1/keys'].post.requestBody.content['application/json'].schema
+    t.same(Object.keys(body.properties).sort(), [
+      'email',
+      'inviteCode',
+      'principal_id',
+      'scope',
+      'tenantName',
+    ])
+    t.same(body.required, ['email'])
+  })
+})

@@ -1,0 +1,271 @@
+import t from 'tap'
+import type { ManualClock } from '../../src/core/clock.js'
+import { API_BACKENDS } from '../helpers/backends.js'
+import { startControlPlane } from '../helpers/control-plane.js'
+
+for (const kind of API_BACKENDS) {
+  t.test(`POST /v1/keys on ${kind}`, async (t) => {
+    const { api, clock } = await startControlPlane(t, kind)
+
+    t.test(
+      'the first key of an email creates the tenant and shows the sponsor token and TOTP once',
+      async (t) => {
+        const r = await api.post('/v1/keys', { email: 'Ada@Example.com', tenantName: 'Acme' })
+        t.equal(r.status, 201)
+        t.match(r.body.apiKey, /^svc_[0-9A-Za-z]{32,}$/)
+        t.match(r.body.keyId, /^key_/)
+        t.match(r.body.tenantId, /^ten_/)
+        t.match(r.body.principalId, /^prn_/)
+        t.match(r.body.sponsorToken, /^svc_sp_[0-9A-Za-z]{32,}$/)
+        t.match(r.body.totp.secret, /^[A-Z2-7]{16,}$/)
+        t.match(r.body.totp.otpauthUrl, /^otpauth:\/\/totp\//)
+        t.equal(r.body.totp.backupCodes.length, 10)
+        t.equal(new Set(r.body.totp.backupCodes).size, 10)
+        t.equal(r.headers['cache-control'], 'no-store')
+        const me = await api.get('/v1/me', { bearer: r.body.apiKey })
+        t.equal(me.status, 200)
+        t.same(
+          {
+            tenantId: me.body.tenantId,
+            tenantName: me.body.tenantName,
+            keyId: me.body.keyId,
+            principalId: me.body.principalId,
+            principalName: me.body.principalName,
+            scope: me.body.scope,
+          },
+          {
+            tenantId: r.body.tenantId,
+            tenantName: 'Acme',
+            keyId: r.body.keyId,
+            principalId: r.body.principalId,
+            principalName: 'default',
+            scope: 'admin',
+          },
+        )
+        t.same(me.body.quota, { limit: 100, used: 0, remaining: 100, resetsAt: Date.UTC(2026, 11, 1) / 1000 })
+      },
+    )
+
+    t.test('a later key for the same email needs proof', async (t) => {
+      const first = await api.newTenant()
+      const again = await api.post('/v1/keys', { email: first.email.toUpperCase() })
+      t.equal(again.status, 409)
+      t.same(again.body, { error: 'email already registered', code: 'proof_required' })
+
+      const byKey = await api.post('/v1/keys', { email: first.email }, { bearer: first.apiKey })
+      t.equal(byKey.status, 201)
+      t.equal(byKey.body.tenantId, first.tenantId)
+      t.notOk('sponsorToken' in byKey.body, 'joining members never receive the sponsor token')
+      t.notOk('totp' in byKey.body)
+
+      const bySponsor = await api.post('/v1/keys', { email: first.email }, { bearer: first.sponsorToken })
+      t.equal(bySponsor.status, 201)
+      t.equal(bySponsor.body.tenantId, first.tenantId)
+
+      const other = await api.newTenant()
+      const foreign = await api.post('/v1/keys', { email: first.email }, { bearer: other.apiKey })
+      t.equal(foreign.status, 409, "another tenant's key is not proof")
+      const garbage = await api.post(
+        '/v1/keys',
+        { email: first.email },
+        { bearer: 'svc_notarealkeyatallnotarealkeyatall00' },
+      )
+      t.equal(garbage.status, 409)
+    })
+
+    t.test('an agent key as proof mints only agent keys', async (t) => {
+      const first = await api.newTenant()
+      const agent = await api.post(
+        '/v1/keys',
+        { email: first.email, scope: 'agent' },
+        { bearer: first.apiKey },
+      )
+      t.equal(agent.status, 201)
+      t.equal(agent.body.scope, 'agent')
+      const defaulted = await api.post('/v1/keys', { email: first.email }, { bearer: agent.body.apiKey })
+      t.equal(defaulted.status, 201)
+      t.equal(defaulted.body.scope, 'agent', 'the scope defaults to what the proof allows')
+      const admin = await api.post(
+        '/v1/keys',
+        { email: first.email, scope: 'admin' },
+        { bearer: agent.body.apiKey },
+      )
+      t.equal(admin.status, 403)
+      t.equal(admin.body.code, 'insufficient_scope')
+    })
+
+    t.test(
+      'invites join the tenant; a new code rotates the old one; codes expire after 7 days',
+      async (t) => {
+        const owner = await api.newTenant()
+        const inv = await api.post('/v1/tenant/invites', undefined, { bearer: owner.apiKey })
+        t.equal(inv.status, 201)
+        t.equal(inv.body.tenantId, owner.tenantId)
+        t.equal(inv.body.expiresAt, Math.floor(clock.nowMs() / 1000) + 7 * 86400)
+        t.match(inv.body.inviteCode, /^inv_/)
+
+        const mate = await api.post('/v1/keys', {
+          email: 'mate@example.com',
+          inviteCode: inv.body.inviteCode,
+        })
+        t.equal(mate.status, 201)
+        t.equal(mate.body.tenantId, owner.tenantId)
+        t.notOk('sponsorToken' in mate.body)
+        const reuse = await api.post('/v1/keys', {
+          email: 'mate2@example.com',
+          inviteCode: inv.body.inviteCode,
+        })
+        t.equal(reuse.status, 201, 'a code may be used many times while it is current')
+
+        const rotated = await api.post('/v1/tenant/invites', {}, { bearer: owner.apiKey })
+        t.equal(rotated.status, 201)
+        const old = await api.post('/v1/keys', { email: 'late@example.com', inviteCode: inv.body.inviteCode })
+        t.equal(old.status, 400)
+        t.equal(old.body.code, 'invalid_invite')
+        const unknown = await api.post('/v1/keys', { email: 'late@example.com', inviteCode: 'inv_nope' })
+        t.equal(unknown.body.code, 'invalid_invite')
+
+        ;(clock as ManualClock).advance(7 * 86400 * 1000 + 1000)
+        const expired = await api.post('/v1/keys', {
+          email: 'late@example.com',
+          inviteCode: rotated.body.inviteCode,
+        })
+        t.equal(expired.status, 400)
+        t.equal(expired.body.code, 'invalid_invite')
+        ;(clock as ManualClock).advance(-(7 * 86400 * 1000 + 1000))
+      },
+    )
+
+    t.test('principal_id attaches the key to a live, enabled principal of the tenant', async (t) => {
+      const owner = await api.newTenant()
+      const p = await api.post('/v1/principals', { name: 'billing-bot' }, { bearer: owner.apiKey })
+      const k = await api.post(
+        '/v1/keys',
+        { email: owner.email, principal_id: p.body.principalId },
+        { bearer: owner.apiKey },
+      )
+      t.equal(k.status, 201)
+      t.equal(k.body.principalId, p.body.principalId)
+      const me = await api.get('/v1/me', { bearer: k.body.apiKey })
+      t.equal(me.body.principalName, 'billing-bot')
+
+      const missing = await api.post(
+        '/v1/keys',
+        { email: owner.email, principal_id: 'prn_doesnotexist' },
+        { bearer: owner.apiKey },
+      )
+      t.equal(missing.status, 404)
+      const other = await api.newTenant()
+      const foreign = await api.post(
+        '/v1/keys',
+        { email: owner.email, principal_id: other.principalId },
+        { bearer: owner.apiKey },
+      )
+      t.equal(foreign.status, 404, "another tenant's principal is indistinguishable from a missing one")
+      t.same(foreign.body, missing.body)
+
+      const off = await api.post('/v1/principals', { name: 'off', disabled: true }, { bearer: owner.apiKey })
+      const inactive = await api.post(
+        '/v1/keys',
+        { email: owner.email, principal_id: off.body.principalId },
+        { bearer: owner.apiKey },
+      )
+      t.equal(inactive.status, 400)
+      t.equal(inactive.body.code, 'principal_inactive')
+
+      const gone = await api.post('/v1/principals', { name: 'gone' }, { bearer: owner.apiKey })
+      await api.delete(`/v1/principals/${gone.body.principalId}`, { bearer: owner.apiKey })
+      const deleted = await api.post(
+        '/v1/keys',
+        { email: owner.email, principal_id: gone.body.principalId },
+        { bearer: owner.apiKey },
+      )
+      t.equal(deleted.status, 404)
+    })
+
+    t.test('bad bodies are 400 with a JSON error', async (t) => {
+      for (const body of [
+        {},
+        { email: 'not-an-email' },
+        { email: 'a@b' },
+        { email: 'x@example.com', extra: 1 },
+        { email: 'x@example.com', tenantName: 'x'.repeat(65) },
+        { email: 'x@example.com', scope: 'root' },
+        { email: 5 },
+      ]) {
+        const r = await api.post('/v1/keys', body)
+        t.equal(r.status, 400, JSON.stringify(body))
+        t.type(r.body.error, 'string')
+      }
+    })
+
+    t.test('invites need an admin key', async (t) => {
+      const owner = await api.newTenant()
+      const agent = await api.post(
+        '/v1/keys',
+        { email: owner.email, scope: 'agent' },
+        { bearer: owner.apiKey },
+      )
+      const r = await api.post('/v1/tenant/invites', undefined, { bearer: agent.body.apiKey })
+      t.equal(r.status, 403)
+      t.same(r.body, { error: 'insufficient scope', code: 'insufficient_scope' })
+      t.equal((await api.post('/v1/tenant/invites')).status, 401)
+    })
+  })
+}
+
+t.test('issuance.sameEmail: open restores the literal behaviour', async (t) => {
+  const { api } = await startControlPlane(t, 'pglite-memory', {
+    settings: { issuance: { sameEmail: 'open', perIpPerHour: 1000 } },
+  })
+  const first = await api.newTenant()
+  const again = await api.post('/v1/keys', { email: first.email })
+  t.equal(again.status, 201)
+  t.equal(again.body.tenantId, first.tenantId)
+  t.notOk('sponsorToken' in again.body)
+})
+
+t.test('10 issuances per hour per client IP, with trusted-proxy handling', async (t) => {
+  t.test('socket address, and X-Forwarded-For ignored from untrusted peers', async (t) => {
+    const { api, clock } = await startControlPlane(t, 'pglite-memory', {
+      settings: { issuance: { perIpPerHour: 10 } },
+    })
+    for (let i = 0; i < 10; i++) {
+      const r = await api.post(
+        '/v1/keys',
+        { email: `r${i}@example.com` },
+        { remoteAddress: '203.0.113.7', headers: { 'x-forwarded-for': `198.51.100.${i}` } },
+      )
+      t.equal(r.status, 201)
+    }
+    const over = await api.post('/v1/keys', { email: 'r10@example.com' }, { remoteAddress: '203.0.113.7' })
+    t.equal(over.status, 429)
+    t.equal(over.body.code, 'rate_limited')
+    t.ok(Number(over.headers['retry-after']) > 0 && Number(over.headers['retry-after']) <= 3600)
+    const elsewhere = await api.post(
+      '/v1/keys',
+      { email: 'r11@example.com' },
+      { remoteAddress: '203.0.113.8' },
+    )
+    t.equal(elsewhere.status, 201, 'other clients are unaffected')
+    ;(clock as ManualClock).advance(3600 * 1000 + 1)
+    const later = await api.post('/v1/keys', { email: 'r12@example.com' }, { remoteAddress: '203.0.113.7' })
+    t.equal(later.status, 201, 'the window slides')
+  })
+
+  t.test('X-Forwarded-For is honoured only from a configured trusted proxy', async (t) => {
+    const { api } = await startControlPlane(t, 'pglite-memory', {
+      settings: { issuance: { perIpPerHour: 2 }, server: { trustProxy: ['10.0.0.0/8'] } },
+    })
+    const via = (client: string, email: string) =>
+      api.post('/v1/keys', { email }, { remoteAddress: '10.1.2.3', headers: { 'x-forwarded-for': client } })
+    t.equal((await via('198.51.100.1', 'a1@example.com')).status, 201)
+    t.equal((await via('198.51.100.1', 'a2@example.com')).status, 201)
+    t.equal((await via('198.51.100.1', 'a3@example.com')).status, 429, 'the forwarded client is limited')
+    t.equal(
+      (await via('198.51.100.2', 'a4@example.com')).status,
+      201,
+      'a different forwarded client has its own budget',
+    )
+  })
+})

@@ -1,0 +1,69 @@
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+
+const root = join(import.meta.dirname, '..', '..')
+
+function run(args: string[], env: Record<string, string>) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      WRITEGATE_CONFIG: join(root, 'config', 'writegate.yaml'),
+      ...env,
+    },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  return { code: r.status, stderr: r.stderr.trim(), stdout: r.stdout.trim() }
+}
+
+t.test('a bad setting stops start-up with exactly one line naming it', async (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ WRITEGATE_PORT: 'eighty' }, /^writegate: invalid setting server\.port \(WRITEGATE_PORT\)/],
+    [
+      { WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:5432/test' },
+      /^writegate: invalid setting secrets\.masterKeyFile \(WRITEGATE_MASTER_KEY_FILE\): required when database\.url/,
+    ],
+    [
+      { WRITEGATE_MASTER_KEY_FILE: '/nonexistent/key', WRITEGATE_DATABASE_URL: 'memory://' },
+      /^writegate: invalid setting secrets\.masterKeyFile \(WRITEGATE_MASTER_KEY_FILE\): \/nonexistent\/key: /,
+    ],
+    [{ WRITEGATE_CONFIG: '/nonexistent.yaml' }, /^writegate: invalid setting WRITEGATE_CONFIG/],
+  ]
+  for (const [env, pattern] of cases) {
+    const r = run(['start'], { WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')), ...env })
+    t.equal(r.code, 1, JSON.stringify(env))
+    t.match(r.stderr, pattern)
+    t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
+  }
+})
+
+t.test('an unreachable database is one line too', async (t) => {
+  const r = run(['migrate'], { WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none' })
+  t.equal(r.code, 1)
+  t.match(r.stderr, /^writegate: cannot reach a backing server \(ECONNREFUSED/)
+  t.equal(r.stderr.split('\n').length, 1)
+})
+
+t.test('unknown commands and help', async (t) => {
+  const bad = run(['frobnicate'], {})
+  t.equal(bad.code, 1)
+  t.equal(bad.stderr, 'writegate: unknown command "frobnicate" (try: writegate help)')
+  const help = run(['help'], {})
+  t.equal(help.code, 0)
+  t.match(help.stdout, /Usage: writegate <command>/)
+})
+
+t.test('migrate applies migrations to the embedded default', async (t) => {
+  const r = run(['migrate'], {
+    WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
+    WRITEGATE_LOG_LEVEL: 'info',
+  })
+  t.equal(r.code, 0, r.stderr)
+  t.match(r.stdout, /"msg":"migrations applied"/)
+  t.match(r.stdout, /"storage":"pglite-disk"/)
+})

@@ -1,0 +1,208 @@
+import t from 'tap'
+import { newId } from '../../src/core/ids.js'
+import { draft } from '../../src/core/receipt.js'
+import { chainHash, GENESIS_HASH } from '../../src/core/receipt-chain.js'
+import { migrate } from '../../src/store/migrate.js'
+import { createStores, createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
+import { ALL_BACKENDS, openTestDatabase } from '../helpers/backends.js'
+
+/** One suite, run against every system-of-record backend (Cerbos-style TestSuite(store)). */
+for (const kind of ALL_BACKENDS) {
+  t.test(`system of record contract: ${kind}`, async (t) => {
+    const tdb = await openTestDatabase(kind)
+    t.teardown(() => tdb.close())
+    const sor = createSystemOfRecord(tdb.db)
+    const s = sor.stores
+
+    async function tenant(): Promise<string> {
+      const id = newId('tenant')
+      await s.tenants.create({ id, name: 'T', createdAt: 1, sponsorHash: `h-${id}` })
+      return id
+    }
+
+    t.test('migrations are idempotent', async (t) => {
+      t.same((await migrate(tdb.db.sql)).applied, [])
+    })
+
+    t.test('tenants: emails are claimed once, versions only go up', async (t) => {
+      const a = await tenant()
+      t.equal(await s.tenants.claimEmail('x@example.com', a, 5), true)
+      t.equal(await s.tenants.claimEmail('x@example.com', a, 6), false)
+      t.equal(await s.tenants.tenantOfEmail('x@example.com'), a)
+      t.equal(await s.tenants.tenantOfEmail('nobody@example.com'), null)
+      t.equal((await s.tenants.get(a))?.version, 0)
+      t.equal(await s.tenants.bumpVersion(a), 1)
+      t.equal(await s.tenants.bumpVersion(a), 2)
+      t.equal((await s.tenants.findBySponsorHash(`h-${a}`))?.tenant.id, a)
+      await s.tenants.setSponsorHash(a, 'h2')
+      t.equal(await s.tenants.findBySponsorHash(`h-${a}`), null)
+    })
+
+    t.test('principals: live names unique case-insensitively, tombstones free them', async (t) => {
+      const a = await tenant()
+      const p1 = { id: newId('principal'), tenantId: a, name: 'Bot', disabled: false, createdAt: 10 }
+      t.equal(await s.principals.create(p1), true)
+      t.equal(await s.principals.create({ ...p1, id: newId('principal'), name: 'bOT' }), false)
+      t.equal((await s.principals.findLiveByName(a, 'BOT'))?.id, p1.id)
+      const p2 = { ...p1, id: newId('principal'), name: 'Other' }
+      await s.principals.create(p2)
+      t.equal(await s.principals.rename(a, p2.id, 'bot'), false)
+      t.equal(await s.principals.rename(a, p1.id, 'bot'), true, 'own name, other case')
+      await s.principals.tombstone(a, p1.id, 20)
+      t.equal(await s.principals.findLiveByName(a, 'bot'), null)
+      t.equal(await s.principals.rename(a, p2.id, 'BOT'), true)
+      t.equal((await s.principals.get(a, p1.id))?.deletedAt, 20)
+      t.equal(await s.principals.get('ten_other', p1.id), null, 'scoped by tenant')
+      t.same(
+        (await s.principals.list(a, false)).map((p) => p.id),
+        [p2.id],
+      )
+      t.same(
+        (await s.principals.list(a, true)).map((p) => p.id),
+        [p1.id, p2.id],
+        'creation order',
+      )
+    })
+
+    t.test('keys: resolve joins the principal, revoke skips revoked keys', async (t) => {
+      const a = await tenant()
+      const p = { id: newId('principal'), tenantId: a, name: 'k', disabled: false, createdAt: 1 }
+      await s.principals.create(p)
+      const k1 = {
+        id: newId('key'),
+        tenantId: a,
+        principalId: p.id,
+        secretHash: `sh-${newId('key')}`,
+        scope: 'admin' as const,
+        email: 'e@x.io',
+        createdAt: 2,
+      }
+      const k2 = { ...k1, id: newId('key'), secretHash: `sh-${newId('key')}`, scope: 'agent' as const }
+      await s.keys.create(k1)
+      await s.keys.create(k2)
+      const r = await s.keys.resolve(k1.secretHash)
+      t.match(r, {
+        secretHash: k1.secretHash,
+        key: { id: k1.id, scope: 'admin', revokedAt: null },
+        principal: { id: p.id, name: 'k', disabled: false },
+      })
+      t.equal(await s.keys.resolve('nope'), null)
+      t.equal(await s.principals.keyCount(p.id), 2)
+      t.same(await s.keys.revoke(a, [k1.id], 9, 'why'), [k1.id])
+      t.same(await s.keys.revoke(a, [k1.id, k2.id], 10, null), [k2.id])
+      t.same(await s.keys.revoke('ten_other', [k1.id], 10, null), [])
+      t.equal((await s.keys.resolve(k1.secretHash))?.key.revokedAt, 9)
+      t.same(await s.keys.liveKeysOfPrincipal(a, p.id), [])
+    })
+
+    t.test('invites: one per tenant, rotation replaces', async (t) => {
+      const a = await tenant()
+      await s.invites.rotate(a, `ih1-${a}`, 1, 100)
+      t.same(await s.invites.findByHash(`ih1-${a}`), { tenantId: a, createdAt: 1, expiresAt: 100 })
+      await s.invites.rotate(a, `ih2-${a}`, 2, 200)
+      t.equal(await s.invites.findByHash(`ih1-${a}`), null)
+      t.equal((await s.invites.findByHash(`ih2-${a}`))?.expiresAt, 200)
+    })
+
+    t.test('totp: replayed or older steps are refused; backup codes are single-use', async (t) => {
+      const a = await tenant()
+      await s.totp.enrol(a, 'sealed', 1, [
+        { index: 0, salt: 's', hash: 'h' },
+        { index: 1, salt: 's', hash: 'h' },
+      ])
+      t.same(await s.totp.secret(a), { secretEnc: 'sealed', lastUsedStep: null })
+      t.equal(await s.totp.acceptStep(a, 100), true)
+      t.equal(await s.totp.acceptStep(a, 100), false, 'the same step twice')
+      t.equal(await s.totp.acceptStep(a, 99), false, 'an older step')
+      t.equal(await s.totp.acceptStep(a, 101), true)
+      t.equal((await s.totp.unusedBackupCodes(a)).length, 2)
+      t.equal(await s.totp.useBackupCode(a, 1, 5), true)
+      t.equal(await s.totp.useBackupCode(a, 1, 6), false)
+      t.same(
+        (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
+        [0],
+      )
+      await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }])
+      t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null }, 're-enrolment resets')
+    })
+
+    t.test('receipts: gap-free seq per tenant, chained, idempotent by receiptId', async (t) => {
+      const a = await tenant()
+      const b = await tenant()
+      const d = (tenantId: string) =>
+        draft({
+          receiptId: newId('receipt'),
+          tenantId,
+          kind: 'CHECK',
+          decision: 'ALLOW',
+          createdAt: 50,
+          detail: { n: 1 },
+        })
+      const first = await sor.transaction((x) => x.receipts.append([d(a), d(b), d(a)]))
+      t.same(
+        first.map((r) => [r.tenantId === a ? 'a' : 'b', r.seq]),
+        [
+          ['a', 1],
+          ['b', 1],
+          ['a', 2],
+        ],
+      )
+      t.equal(first[0]?.prevHash, GENESIS_HASH)
+      t.equal(first[2]?.prevHash, first[0]?.hash)
+      const { seq: _s, prevHash: _p, hash: _h, ...storedDraft } = first[0]!
+      const again = await sor.transaction((x) => x.receipts.append([storedDraft, d(a)]))
+      t.equal(again[0]?.seq, 1, 'an already-stored receiptId returns the stored receipt')
+      t.equal(again[1]?.seq, 3)
+      const list = await s.receipts.list(a, 0, 10)
+      t.same(
+        list.map((r) => r.seq),
+        [1, 2, 3],
+      )
+      for (let i = 0; i < list.length; i++) {
+        const { hash, ...body } = list[i]!
+        t.equal(chainHash(i === 0 ? GENESIS_HASH : list[i - 1]!.hash, body), hash, `seq ${i + 1} verifies`)
+      }
+      t.same(await s.receipts.get(a, list[1]!.receiptId), list[1])
+      t.equal(await s.receipts.get(b, list[1]!.receiptId), null, 'scoped by tenant')
+      t.same(
+        (await s.receipts.list(a, 1, 1)).map((r) => r.seq),
+        [2],
+      )
+    })
+
+    t.test('receipts: concurrent appends and rollbacks never fork or gap the chain', async (t) => {
+      const a = await tenant()
+      const writers = Array.from({ length: 12 }, (_, w) =>
+        sor
+          .transaction(async (x) => {
+            await x.receipts.append([
+              draft({ receiptId: newId('receipt'), tenantId: a, kind: 'CHECK', createdAt: w, detail: { w } }),
+            ])
+            if (w % 4 === 0) throw new Error('rollback on purpose')
+          })
+          .catch(() => 'rolled back'),
+      )
+      await Promise.all(writers)
+      const list = await s.receipts.list(a, 0, 100)
+      t.same(
+        list.map((r) => r.seq),
+        Array.from({ length: 9 }, (_, i) => i + 1),
+        '9 committed, seq 1..9',
+      )
+      for (let i = 1; i < list.length; i++) t.equal(list[i]!.prevHash, list[i - 1]!.hash)
+    })
+
+    t.test('a transaction sees its own writes and rolls back as a unit', async (t) => {
+      const a = await tenant()
+      await sor
+        .transaction(async (x) => {
+          await x.tenants.bumpVersion(a)
+          t.equal((await x.tenants.get(a))?.version, 1)
+          throw new Error('abort')
+        })
+        .catch(() => {})
+      t.equal((await s.tenants.get(a))?.version, 0)
+      t.ok(createStores(tdb.db.sql).tenants, 'stores bind to any handle')
+    })
+  })
+}

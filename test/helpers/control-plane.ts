@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto'
+import type { Test } from 'tap'
+import { parseSettings } from '../../src/config/load.js'
+import type { Settings } from '../../src/config/schema.js'
+import { type ControlPlane, createControlPlane } from '../../src/control/control-plane.js'
+import { type Clock, ManualClock } from '../../src/core/clock.js'
+import { createLogger } from '../../src/observability/logger.js'
+import { deriveKeyring } from '../../src/security/keyring.js'
+import type { DatabaseKind } from '../../src/store/postgres/connect.js'
+import { openTestDatabase, type TestDatabase } from './backends.js'
+
+export interface TestControlPlane {
+  cp: ControlPlane
+  db: TestDatabase
+  clock: Clock
+  api: Api
+}
+
+export interface StartOptions {
+  settings?: Record<string, unknown>
+  clock?: Clock
+  /** Reuse a database (a second instance on the same Postgres, say). */
+  db?: TestDatabase
+}
+
+/** Settings for tests: quiet logs, and issuance limits high enough not to trip unrelated tests. */
+export function testSettings(extra: Record<string, unknown> = {}): Settings {
+  return parseSettings({ log: { level: 'silent' }, issuance: { perIpPerHour: 100000 }, ...extra })
+}
+
+export async function startControlPlane(
+  t: Test,
+  kind: DatabaseKind,
+  opts: StartOptions = {},
+): Promise<TestControlPlane> {
+  const db = opts.db ?? (await openTestDatabase(kind))
+  const settings = testSettings(opts.settings)
+  const clock = opts.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0))
+  const cp = await createControlPlane(settings, {
+    database: db.db,
+    clock,
+    keyring: deriveKeyring(randomBytes(32)),
+    logger: createLogger(settings.log.level),
+  })
+  t.teardown(async () => {
+    await cp.close()
+    if (!opts.db) await db.close()
+  })
+  return { cp, db, clock, api: new Api(cp) }
+}
+
+export interface Reply<T = Record<string, unknown>> {
+  status: number
+  body: T
+  headers: Record<string, string | string[] | number | undefined>
+}
+
+export interface CallOptions {
+  bearer?: string
+  headers?: Record<string, string>
+  remoteAddress?: string
+  /** Send this exact payload text instead of JSON-encoding `body`. */
+  raw?: string
+}
+
+/** A black-box HTTP client over fastify's inject (no port needed). */
+export class Api {
+  constructor(private readonly cp: ControlPlane) {}
+
+  // biome-ignore lint/suspicious/noExplicitAny: test responses are inspected loosely
+  async call<T = any>(
+    method: string,
+    url: string,
+    body?: unknown,
+    opts: CallOptions = {},
+  ): Promise<Reply<T>> {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) }
+    if (opts.bearer) headers.authorization = `Bearer ${opts.bearer}`
+    let payload: string | undefined
+    if (opts.raw !== undefined) payload = opts.raw
+    else if (body !== undefined) payload = JSON.stringify(body)
+    if (payload !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+      headers['content-type'] = 'application/json'
+    }
+    const res = await this.cp.app.inject({
+      method: method as 'GET',
+      url,
+      headers,
+      ...(payload !== undefined ? { payload } : {}),
+      remoteAddress: opts.remoteAddress ?? '127.0.0.1',
+    })
+    let parsed: unknown = res.body
+    if ((res.headers['content-type'] ?? '').toString().includes('json') && res.body)
+      parsed = JSON.parse(res.body)
+    return { status: res.statusCode, body: parsed as T, headers: res.headers }
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: see call
+  get<T = any>(url: string, opts?: CallOptions) {
+    return this.call<T>('GET', url, undefined, opts)
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: see call
+  post<T = any>(url: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('POST', url, body, opts)
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: see call
+  put<T = any>(url: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('PUT', url, body, opts)
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: see call
+  patch<T = any>(url: string, body?: unknown, opts?: CallOptions) {
+    return this.call<T>('PATCH', url, body, opts)
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: see call
+  delete<T = any>(url: string, opts?: CallOptions) {
+    return this.call<T>('DELETE', url, undefined, opts)
+  }
+
+  /** A new tenant: its first admin key, sponsor token and TOTP enrolment. */
+  async newTenant(
+    email = `user-${randomBytes(6).toString('hex')}@example.com`,
+    extra: Record<string, unknown> = {},
+  ) {
+    const r = await this.post('/v1/keys', { email, ...extra })
+    if (r.status !== 201) throw new Error(`newTenant: ${r.status} ${JSON.stringify(r.body)}`)
+    return {
+      ...(r.body as {
+        apiKey: string
+        keyId: string
+        tenantId: string
+        principalId: string
+        sponsorToken: string
+        totp: { secret: string; backupCodes: string[] }
+      }),
+      email,
+    }
+  }
+}

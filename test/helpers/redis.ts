@@ -1,0 +1,40 @@
+import { Redis } from 'ioredis'
+import { randomBase62 } from '../../src/core/random.js'
+import { TEST_REDIS_URL, unreachable } from './servers.js'
+
+export interface TestRedis {
+  redis: Redis
+  url: string
+  /** A key prefix no other test uses; every key under it is deleted on close. */
+  prefix: string
+  close(): Promise<void>
+}
+
+export async function openTestRedis(): Promise<TestRedis> {
+  const redis = new Redis(TEST_REDIS_URL, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 3000,
+  })
+  try {
+    await redis.connect()
+  } catch (err) {
+    redis.disconnect()
+    throw unreachable('Redis', TEST_REDIS_URL, err)
+  }
+  const prefix = `wgt:${randomBase62(10)}:`
+  return {
+    redis,
+    url: TEST_REDIS_URL,
+    prefix,
+    async close() {
+      let cursor = '0'
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
+        if (keys.length > 0) await redis.del(...keys)
+        cursor = next
+      } while (cursor !== '0')
+      await redis.quit()
+    },
+  }
+}

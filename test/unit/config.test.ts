@@ -1,0 +1,108 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { ConfigError, loadSettings } from '../../src/config/load.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'wg-config-'))
+const file = (name: string, text: string) => {
+  const p = join(dir, name)
+  writeFileSync(p, text)
+  return p
+}
+const missing = join(dir, 'nope.yaml')
+
+function errorOf(env: NodeJS.ProcessEnv): string {
+  try {
+    loadSettings(env)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    return err.message
+  }
+  throw new Error('expected a ConfigError')
+}
+
+t.test('defaults when no config file exists', async (t) => {
+  // WRITEGATE_CONFIG unset and no config/writegate.yaml in a fresh cwd.
+  const cwd = process.cwd()
+  process.chdir(dir)
+  t.teardown(() => process.chdir(cwd))
+  const s = loadSettings({})
+  t.equal(s.server.port, 8080)
+  t.equal(s.proxy.port, 15001)
+  t.equal(s.database.url, undefined, 'embedded PGlite')
+  t.equal(s.redis.url, undefined, 'in-memory hot state')
+  t.equal(s.dataDir, './.writegate')
+  t.equal(s.issuance.perIpPerHour, 10)
+  t.equal(s.issuance.sameEmail, 'proof')
+  t.equal(s.quota.checksPerMonth, 100)
+})
+
+t.test('the YAML file, with environment overrides on top', async (t) => {
+  const p = file('a.yaml', 'server:\n  port: 9000\n  trustProxy: [loopback]\nlog:\n  level: warn\n')
+  const s = loadSettings({
+    WRITEGATE_CONFIG: p,
+    WRITEGATE_PORT: '9100',
+    WRITEGATE_TRUST_PROXY: '10.0.0.0/8, 192.168.1.1',
+    WRITEGATE_DATABASE_URL: 'memory://',
+  })
+  t.equal(s.server.port, 9100, 'env wins')
+  t.same(s.server.trustProxy, ['10.0.0.0/8', '192.168.1.1'])
+  t.equal(s.log.level, 'warn', 'file value kept')
+  t.equal(s.database.url, 'memory://')
+})
+
+t.test('a bad value stops start-up with one line naming the setting', async (t) => {
+  const cases: [NodeJS.ProcessEnv, RegExp][] = [
+    [
+      { WRITEGATE_CONFIG: missing, WRITEGATE_PORT: 'abc' },
+      /^invalid setting WRITEGATE_CONFIG: file .* does not exist$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok.yaml', ''), WRITEGATE_PORT: 'abc' },
+      /^invalid setting server\.port \(WRITEGATE_PORT\): .*"abc"$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok2.yaml', ''), WRITEGATE_PORT: '70000' },
+      /^invalid setting server\.port \(WRITEGATE_PORT\)/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok3.yaml', ''), WRITEGATE_DATABASE_URL: 'mysql://x' },
+      /^invalid setting database\.url \(WRITEGATE_DATABASE_URL\): expected postgres/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok4.yaml', ''), WRITEGATE_REDIS_URL: 'http://x' },
+      /^invalid setting redis\.url \(WRITEGATE_REDIS_URL\)/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok5.yaml', ''), WRITEGATE_LOG_LEVEL: 'loud' },
+      /^invalid setting log\.level \(WRITEGATE_LOG_LEVEL\)/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok6.yaml', ''), WRITEGATE_TRUST_PROXY: 'not-an-ip' },
+      /^invalid setting server\.trustProxy\.0/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('unknown.yaml', 'server:\n  prot: 1\n') },
+      /^invalid setting server: unknown setting\(s\) prot$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('top.yaml', 'colour: blue\n') },
+      /^invalid setting \(root\): unknown setting\(s\) colour$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('bad.yaml', 'server: [1,\n') },
+      /^invalid config file .*bad\.yaml \(WRITEGATE_CONFIG\): /,
+    ],
+    [{ WRITEGATE_CONFIG: file('list.yaml', '- 1\n- 2\n') }, /expected a mapping at the top level$/],
+    [
+      { WRITEGATE_CONFIG: file('same.yaml', 'issuance:\n  sameEmail: maybe\n') },
+      /^invalid setting issuance\.sameEmail: /,
+    ],
+  ]
+  for (const [env, pattern] of cases) {
+    const message = errorOf(env)
+    t.match(message, pattern, message)
+    t.notOk(message.includes('\n'), 'one line')
+  }
+})
