@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { createDirectAuditLog } from '../audit/audit-log.js'
 import type { Settings } from '../config/schema.js'
 import { type Clock, systemClock } from '../core/clock.js'
 import type { DecisionStateSink } from '../gate/decision-state.js'
@@ -71,17 +72,19 @@ export async function createControlPlane(
     const hot = createMemoryHotStore()
 
     const sor = createSystemOfRecord(database)
+    const audit = createDirectAuditLog(sor)
     const auth = createAuthenticator({ stores: sor.stores })
     const decisionState: DecisionStateSink = { changed: async () => {} }
     const issuance = createIssuanceService({
       sor,
+      audit,
       auth,
       keyring,
       clock,
       decisionState,
       sameEmail: settings.issuance.sameEmail,
     })
-    const principals = createPrincipalService({ sor, clock, decisionState })
+    const principals = createPrincipalService({ sor, audit, clock, decisionState })
 
     const app = await buildControlApp(
       { sor, auth, issuance, principals, rateLimits, quota: hot, clock },

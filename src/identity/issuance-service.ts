@@ -1,3 +1,4 @@
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { classifyCredential, newApiKey, newInviteCode, newSponsorToken } from '../core/credentials.js'
@@ -52,6 +53,7 @@ export interface IssuanceService {
 
 export interface IssuanceDeps {
   sor: SystemOfRecord
+  audit: AuditLog
   auth: Authenticator
   keyring: Keyring
   clock: Clock
@@ -62,7 +64,7 @@ export interface IssuanceDeps {
 type Target = { kind: 'new' } | { kind: 'existing'; tenantId: string; maxScope: KeyScope }
 
 export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
-  const { sor, auth, keyring, clock, decisionState } = deps
+  const { sor, audit, auth, keyring, clock, decisionState } = deps
 
   /** Which tenant the key joins, and the widest scope the proof allows. */
   async function resolveTarget(email: string, input: IssueKeyInput): Promise<Target> {
@@ -204,7 +206,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
             },
           }),
         )
-        await stores.receipts.append(receipts)
+        await audit.appendWith(stores, receipts)
         return { tenantId, principalId: principal.id }
       })
       await decisionState.changed(result.tenantId)

@@ -1,3 +1,4 @@
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
@@ -52,10 +53,11 @@ export function principalView(p: Principal, keyCount: number): PrincipalView {
 
 export function createPrincipalService(deps: {
   sor: SystemOfRecord
+  audit: AuditLog
   clock: Clock
   decisionState: DecisionStateSink
 }): PrincipalService {
-  const { sor, clock, decisionState } = deps
+  const { sor, audit, clock, decisionState } = deps
 
   function checkName(name: string): void {
     if (!isValidPrincipalName(name)) {
@@ -123,7 +125,7 @@ export function createPrincipalService(deps: {
           deletedAt: null,
         }
         if (!(await stores.principals.create(p))) fail(ERRORS.nameTaken)
-        await stores.receipts.append([
+        await audit.appendWith(stores, [
           draft({
             receiptId: newId('receipt'),
             tenantId: caller.tenantId,
@@ -173,7 +175,7 @@ export function createPrincipalService(deps: {
         }
         const changed = Object.keys(changes).length > 0
         if (changed) {
-          await stores.receipts.append([
+          await audit.appendWith(stores, [
             draft({
               receiptId: newId('receipt'),
               tenantId: caller.tenantId,
@@ -198,7 +200,7 @@ export function createPrincipalService(deps: {
         const p = await lockLive(stores, caller, principalId)
         const receipts: ReceiptDraft[] = []
         const revoked = await revokeAll(stores, caller, p, reason, at, receipts)
-        await stores.receipts.append(receipts)
+        await audit.appendWith(stores, receipts)
         return { principalId, revokedCount: revoked.length, revokedKeys: revoked }
       })
       await decisionState.changed(caller.tenantId)
@@ -224,7 +226,7 @@ export function createPrincipalService(deps: {
             detail: { actor: actorOf(caller), revokedKeys: revoked },
           }),
         )
-        await stores.receipts.append(receipts)
+        await audit.appendWith(stores, receipts)
         return principalView({ ...p, deletedAt: at }, 0)
       })
       await decisionState.changed(caller.tenantId)
