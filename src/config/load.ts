@@ -26,6 +26,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_REDIS_URL: { path: ['redis', 'url'] },
   WRITEGATE_LOG_LEVEL: { path: ['log', 'level'] },
   WRITEGATE_MASTER_KEY_FILE: { path: ['secrets', 'masterKeyFile'] },
+  WRITEGATE_SYSTEMS_FILE: { path: ['systemsFile'] },
 }
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {

@@ -99,6 +99,28 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
+    /** Enrolled systems (config/systems.example.yaml) for /v1/execute, checks with `request`, and actions. */
+    systemsFile: z.string().min(1).optional(),
+    tokens: z
+      .object({
+        /** Lifetime of ALLOW tokens and leases. */
+        allowTtlSeconds: z.coerce.number().int().min(5).max(3600).default(60),
+      })
+      .strict()
+      .prefault({}),
+    sandbox: z
+      .object({
+        perIpPerMinute: z.coerce.number().int().min(1).max(100000).default(20),
+      })
+      .strict()
+      .prefault({}),
+    hotStore: z
+      .object({
+        /** How often the reconciler compares snapshot versions with Postgres. */
+        reconcileIntervalMs: z.coerce.number().int().min(100).max(600000).default(5000),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict()
 

@@ -7,19 +7,30 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod'
 import type { Clock } from '../core/clock.js'
+import type { CheckService } from '../decision/check-service.js'
+import type { TokenService } from '../decision/token-service.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { IssuanceService } from '../identity/issuance-service.js'
 import type { PrincipalService } from '../identity/principal-service.js'
 import type { Logger } from '../observability/logger.js'
+import type { PolicyService } from '../policy/policy-service.js'
+import type { VerbService } from '../policy/verb-service.js'
+import type { SandboxService } from '../sandbox/sandbox-service.js'
+import type { SponsorService } from '../sponsor/sponsor-service.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import { checksRoutes } from './checks.js'
 import { installErrorHandling } from './http/errors.js'
 import { installJsonBodyParser } from './http/json-body.js'
 import { keysRoutes } from './keys.js'
 import { meRoutes } from './me.js'
+import { policiesRoutes } from './policies.js'
 import { principalsRoutes } from './principals.js'
+import { sandboxRoutes } from './sandbox.js'
+import { sponsorRoutes } from './sponsor.js'
 import { sponsorCredentialRoutes } from './sponsor-credentials.js'
+import { verbsRoutes } from './verbs.js'
 
 export const BODY_LIMIT_BYTES = 1024 * 1024
 
@@ -32,12 +43,19 @@ export interface ControlServices {
   rateLimits: RateLimitStore
   quota: QuotaCounter
   clock: Clock
+  policies: PolicyService
+  verbs: VerbService
+  checks: CheckService
+  tokens: TokenService
+  sponsor: SponsorService
+  sandbox: SandboxService
 }
 
 export interface ControlAppOptions {
   logger: Logger
   trustProxy: string[]
   issuancePerIpPerHour: number
+  sandboxPerIpPerMinute: number
   checksPerMonth: number
   version: string
 }
@@ -105,6 +123,18 @@ export async function buildControlApp(
   )
   await app.register(principalsRoutes({ principals: s.principals, auth: s.auth }))
   await app.register(sponsorCredentialRoutes({ issuance: s.issuance, auth: s.auth }))
+  await app.register(policiesRoutes({ policies: s.policies, auth: s.auth }))
+  await app.register(verbsRoutes({ verbs: s.verbs, auth: s.auth }))
+  await app.register(checksRoutes({ checks: s.checks, tokens: s.tokens, auth: s.auth }))
+  await app.register(sponsorRoutes({ sponsor: s.sponsor, auth: s.auth }))
+  await app.register(
+    sandboxRoutes({
+      sandbox: s.sandbox,
+      rateLimits: s.rateLimits,
+      clock: s.clock,
+      perIpPerMinute: opts.sandboxPerIpPerMinute,
+    }),
+  )
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

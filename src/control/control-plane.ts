@@ -1,27 +1,44 @@
 import type { FastifyInstance } from 'fastify'
+import { createActionStager } from '../actions/action-stager.js'
 import { createDirectAuditLog } from '../audit/audit-log.js'
 import type { Settings } from '../config/schema.js'
+import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
 import { type Clock, systemClock } from '../core/clock.js'
-import type { DecisionStateSink } from '../gate/decision-state.js'
+import { createCheckService } from '../decision/check-service.js'
+import { createTokenService } from '../decision/token-service.js'
+import { createGate } from '../gate/gate.js'
+import { silentGateEvents } from '../gate/gate-events.js'
+import { publishingSink } from '../gate/publishing-sink.js'
+import { seedQuotaCounters } from '../gate/quota-seeder.js'
+import { createSnapshotCache } from '../gate/snapshot-cache.js'
+import { createSnapshotPublisher } from '../gate/snapshot-publisher.js'
 import { createAuthenticator } from '../identity/authenticator.js'
 import { createIssuanceService } from '../identity/issuance-service.js'
 import { createPrincipalService } from '../identity/principal-service.js'
 import { createLogger, type Logger } from '../observability/logger.js'
+import { createPolicyService } from '../policy/policy-service.js'
+import { createVerbService } from '../policy/verb-service.js'
+import { createSandboxService } from '../sandbox/sandbox-service.js'
 import { deriveKeyring, type Keyring } from '../security/keyring.js'
 import { resolveMasterKey } from '../security/master-key.js'
+import { createSponsorService } from '../sponsor/sponsor-service.js'
 import { createMemoryHotStore } from '../store/memory/hot-store.js'
 import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
 import { migrate } from '../store/migrate.js'
+import type { HotStore } from '../store/ports/hot-store.js'
 import { type Database, databaseTarget, openDatabase } from '../store/postgres/connect.js'
+import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
 import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
 import { connectRedis } from '../store/redis/connect.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
+import { createSystemsRegistry } from '../systems/systems-registry.js'
 import { VERSION } from '../version.js'
 import { buildControlApp } from './app.js'
 
 export interface ControlPlane {
   readonly app: FastifyInstance
   readonly database: Database
+  readonly hot: HotStore
   readonly logger: Logger
   listen(): Promise<string>
   close(): Promise<void>
@@ -33,6 +50,8 @@ export interface ControlPlaneOverrides {
   clock?: Clock
   keyring?: Keyring
   logger?: Logger
+  systems?: SystemsFile
+  hot?: HotStore
 }
 
 /**
@@ -49,16 +68,25 @@ export async function createControlPlane(
   const keyring =
     overrides.keyring ??
     deriveKeyring(resolveMasterKey(settings.secrets.masterKeyFile, target, settings.dataDir))
+  const systemsFile =
+    overrides.systems ??
+    (settings.systemsFile
+      ? loadSystemsFile(settings.systemsFile, 'systemsFile (WRITEGATE_SYSTEMS_FILE)')
+      : { systems: [], passthrough: [] })
+  const systems = createSystemsRegistry(systemsFile)
 
   const cleanups: (() => Promise<void>)[] = []
   const closeAll = async () => {
     for (const fn of cleanups.reverse())
       await fn().catch((err) => logger.warn({ err }, 'shutdown step failed'))
+    cleanups.length = 0
   }
   try {
     const database = overrides.database ?? (await openDatabase(target))
     if (!overrides.database) cleanups.push(() => database.close())
     await migrate(database.sql)
+    const sor = createSystemOfRecord(database)
+    const audit = createDirectAuditLog(sor)
 
     let rateLimits = createMemoryRateLimitStore()
     if (settings.redis.url) {
@@ -69,37 +97,83 @@ export async function createControlPlane(
       })
       rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
     }
-    const hot = createMemoryHotStore()
+    const hot =
+      overrides.hot ??
+      createMemoryHotStore({
+        receiptSink: async (r) => {
+          await audit.append([r])
+        },
+      })
+    if (!overrides.hot) cleanups.push(() => hot.close())
 
-    const sor = createSystemOfRecord(database)
-    const audit = createDirectAuditLog(sor)
-    const auth = createAuthenticator({ stores: sor.stores })
-    const decisionState: DecisionStateSink = { changed: async () => {} }
-    const issuance = createIssuanceService({
-      sor,
-      audit,
-      auth,
-      keyring,
-      clock,
-      decisionState,
-      sameEmail: settings.issuance.sameEmail,
+    const publisher = createSnapshotPublisher({ source: createSnapshotSource(database), hot, clock, logger })
+    const decisionState = publishingSink(publisher, logger)
+    const snapshots = createSnapshotCache({
+      hot,
+      nowMs: () => clock.nowMs(),
+      onMissing: (tenantId) => publisher.changed(tenantId),
     })
-    const principals = createPrincipalService({ sor, audit, clock, decisionState })
+    cleanups.push(async () => snapshots.close())
+    const gate = createGate({
+      hot,
+      snapshots,
+      clock,
+      quotaLimit: settings.quota.checksPerMonth,
+      events: silentGateEvents,
+    })
+    await seedQuotaCounters({ receipts: sor.stores.receipts, hot, clock })
+    await publisher.reconcile()
+    publisher.start(settings.hotStore.reconcileIntervalMs)
+    cleanups.push(async () => publisher.stop())
 
-    const app = await buildControlApp(
-      { sor, auth, issuance, principals, rateLimits, quota: hot, clock },
-      {
-        logger,
-        trustProxy: settings.server.trustProxy,
-        issuancePerIpPerHour: settings.issuance.perIpPerHour,
-        checksPerMonth: settings.quota.checksPerMonth,
-        version: VERSION,
-      },
-    )
+    const auth = createAuthenticator({ stores: sor.stores })
+    const stager = createActionStager({ systems, clock })
+    const services = {
+      sor,
+      auth,
+      clock,
+      rateLimits,
+      quota: hot,
+      issuance: createIssuanceService({
+        sor,
+        audit,
+        auth,
+        keyring,
+        clock,
+        decisionState,
+        sameEmail: settings.issuance.sameEmail,
+      }),
+      principals: createPrincipalService({ sor, audit, clock, decisionState }),
+      policies: createPolicyService({ sor, audit, clock, decisionState }),
+      verbs: createVerbService({ sor, audit, clock, decisionState }),
+      checks: createCheckService({
+        gate,
+        sor,
+        audit,
+        clock,
+        keyring,
+        systems,
+        stager,
+        allowTtlSeconds: settings.tokens.allowTtlSeconds,
+      }),
+      tokens: createTokenService({ keyring, clock, snapshots, sor }),
+      sponsor: createSponsorService({ sor, audit, clock, decisionState }),
+      sandbox: createSandboxService({ sor, clock }),
+    }
+
+    const app = await buildControlApp(services, {
+      logger,
+      trustProxy: settings.server.trustProxy,
+      issuancePerIpPerHour: settings.issuance.perIpPerHour,
+      sandboxPerIpPerMinute: settings.sandbox.perIpPerMinute,
+      checksPerMonth: settings.quota.checksPerMonth,
+      version: VERSION,
+    })
     cleanups.push(() => app.close())
     return {
       app,
       database,
+      hot,
       logger,
       listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
       close: closeAll,

@@ -115,6 +115,102 @@ export const ERRORS = {
     'nothing to update',
     'The PATCH body names no field to change.',
   ),
+
+  // Policies and verbs
+  emptyPolicy: def('empty_policy', 400, 'empty policy', 'A policy PUT must name at least one verb.'),
+  unknownVerb: def(
+    'unknown_verb',
+    400,
+    'unknown verb',
+    'A verb is not in the vocabulary; `verbs` lists which.',
+  ),
+  unknownMode: def(
+    'unknown_mode',
+    400,
+    'unknown mode',
+    'A mode is not allow, deny, require_grant or step_up (or inherit, on principal overrides).',
+  ),
+  unknownEnvironment: def(
+    'unknown_environment',
+    400,
+    'unknown environment',
+    'Environments are dev, staging and prod.',
+  ),
+  deprecatedVerb: def(
+    'deprecated_verb',
+    400,
+    'deprecated verb',
+    'A new policy may not use a deprecated verb name; `verbs` lists which.',
+  ),
+  builtinCollision: def(
+    'builtin_collision',
+    400,
+    'name collides with a built-in verb',
+    'Custom verbs may not reuse a built-in verb name.',
+  ),
+  verbNotFound: def(
+    'verb_not_found',
+    404,
+    'verb not found',
+    'No such live custom verb in the tenant (deprecated verbs cannot be changed).',
+  ),
+  registryConflict: def(
+    'registry_conflict',
+    409,
+    'verb registry changed concurrently',
+    'Another change to the verb registry won; fetch the vocabulary and retry.',
+  ),
+  verbLimit: def(
+    'verb_limit_reached',
+    409,
+    'custom verb limit reached',
+    'A tenant may hold 200 custom verbs, deprecated ones included.',
+  ),
+
+  // Checks, tokens, grants, the roster
+  quotaExhausted: def(
+    'quota_exhausted',
+    402,
+    'monthly check quota exhausted',
+    'The key used its monthly checks. No receipt was written.',
+  ),
+  gateUnavailable: def(
+    'gate_unavailable',
+    503,
+    'gate unavailable',
+    'The decision could not be committed; nothing was decided.',
+  ),
+  publishPending: def(
+    'publish_pending',
+    503,
+    'change saved but not yet in effect',
+    'The change is committed; it takes effect when the hot store is reachable again.',
+  ),
+  unknownSystem: def(
+    'unknown_system',
+    400,
+    'unknown system',
+    'The systemId is not an enrolled system of the tenant.',
+  ),
+  unknownTool: def(
+    'unknown_tool',
+    400,
+    'unknown tool',
+    'No enrolled system of the tenant defines this tool.',
+  ),
+  invalidParams: def(
+    'invalid_params',
+    400,
+    'invalid tool params',
+    "The params do not match the tool's JSON Schema.",
+  ),
+  keyNotFound: def('key_not_found', 404, 'key not found', 'No API key with this id in the tenant.'),
+  notRevoked: def(
+    'not_revoked',
+    404,
+    'not on the revocation roster',
+    'Reinstate names a target that is not revoked.',
+  ),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

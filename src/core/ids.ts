@@ -8,6 +8,7 @@ export const ID_PREFIX = {
   receipt: 'rcp_',
   grant: 'grt_',
   lease: 'lse_',
+  token: 'tok_',
   action: 'act_',
   badge: 'bdg_',
 } as const

@@ -2,10 +2,13 @@ import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
+import type { SystemsFile } from '../../src/config/systems.js'
 import { type ControlPlane, createControlPlane } from '../../src/control/control-plane.js'
 import { type Clock, ManualClock } from '../../src/core/clock.js'
 import { createLogger } from '../../src/observability/logger.js'
+import type { Keyring } from '../../src/security/keyring.js'
 import { deriveKeyring } from '../../src/security/keyring.js'
+import type { HotStore } from '../../src/store/ports/hot-store.js'
 import type { DatabaseKind } from '../../src/store/postgres/connect.js'
 import { openTestDatabase, type TestDatabase } from './backends.js'
 
@@ -21,6 +24,9 @@ export interface StartOptions {
   clock?: Clock
   /** Reuse a database (a second instance on the same Postgres, say). */
   db?: TestDatabase
+  systems?: SystemsFile
+  hot?: HotStore
+  keyring?: Keyring
 }
 
 /** Settings for tests: quiet logs, and issuance limits high enough not to trip unrelated tests. */
@@ -39,14 +45,49 @@ export async function startControlPlane(
   const cp = await createControlPlane(settings, {
     database: db.db,
     clock,
-    keyring: deriveKeyring(randomBytes(32)),
+    keyring: opts.keyring ?? deriveKeyring(randomBytes(32)),
     logger: createLogger(settings.log.level),
+    ...(opts.systems ? { systems: opts.systems } : {}),
+    ...(opts.hot ? { hot: opts.hot } : {}),
   })
   t.teardown(async () => {
     await cp.close()
     if (!opts.db) await db.close()
   })
   return { cp, db, clock, api: new Api(cp) }
+}
+
+/**
+ * Enrolled systems name their tenant, and tenant ids are random: create the tenant on a
+ * first instance, then serve it from a second instance (same database) that enrols
+ * `systemsFor(tenantId)`.
+ */
+export async function startWithTenantSystems(
+  t: Test,
+  kind: DatabaseKind,
+  systemsFor: (tenantId: string) => SystemsFile,
+  opts: StartOptions = {},
+) {
+  const db = opts.db ?? (await openTestDatabase(kind))
+  if (!opts.db) t.teardown(() => db.close())
+  const keyring = deriveKeyring(randomBytes(32))
+  const clock = opts.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0))
+  const first = await createControlPlane(testSettings(opts.settings), {
+    database: db.db,
+    clock,
+    keyring,
+    logger: createLogger('silent'),
+  })
+  const tenant = await new Api(first).newTenant()
+  await first.close()
+  const second = await startControlPlane(t, kind, {
+    ...opts,
+    db,
+    clock,
+    keyring,
+    systems: systemsFor(tenant.tenantId),
+  })
+  return { ...second, tenant }
 }
 
 export interface Reply<T = Record<string, unknown>> {

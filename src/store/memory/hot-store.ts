@@ -1,11 +1,108 @@
-import type { QuotaCounter } from '../ports/hot-store.js'
+import type { ReceiptDraft } from '../../core/receipt.js'
+import type { TenantSnapshot } from '../../core/snapshot.js'
+import type { CommitResult, HotStore, InvalidationListener } from '../ports/hot-store.js'
 
-/** In-process hot state for the single-process default. */
-export function createMemoryHotStore(): QuotaCounter {
+/** Where the memory store makes proxy receipts durable: the audit log, in the same process. */
+export type ReceiptSink = (receipt: ReceiptDraft) => Promise<void>
+
+/**
+ * Hot state for the single-process default. JavaScript runs one commit's checks and
+ * mutations without yielding, which gives the atomicity Redis gets from a Lua script.
+ */
+export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): HotStore {
+  const snapshots = new Map<string, TenantSnapshot>()
   const quota = new Map<string, number>()
+  /** Consumed grant ids, with their expiry so the set can be pruned. */
+  const consumed = new Map<string, number>()
+  const listeners = new Set<InvalidationListener>()
+  const quotaKey = (tenantId: string, keyId: string, period: string) => `${tenantId}:${keyId}:${period}`
+
+  function prune(nowSeconds: number): void {
+    for (const [id, exp] of consumed) if (exp <= nowSeconds) consumed.delete(id)
+  }
+
   return {
     async used(tenantId, keyId, period) {
-      return quota.get(`${tenantId}:${keyId}:${period}`) ?? 0
+      return quota.get(quotaKey(tenantId, keyId, period)) ?? 0
+    },
+
+    async publish(snapshot) {
+      const current = snapshots.get(snapshot.tenantId)
+      if (current && current.version >= snapshot.version) return 'older'
+      snapshots.set(snapshot.tenantId, snapshot)
+      prune(snapshot.builtAt)
+      for (const l of listeners) l(snapshot.tenantId, snapshot.version)
+      return 'published'
+    },
+
+    async snapshot(tenantId) {
+      return snapshots.get(tenantId) ?? null
+    },
+
+    async version(tenantId) {
+      return snapshots.get(tenantId)?.version ?? null
+    },
+
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+
+    async commit(req): Promise<CommitResult> {
+      const snap = snapshots.get(req.tenantId)
+      if (!snap || snap.version !== req.version)
+        return { status: 'stale', currentVersion: snap?.version ?? null }
+      const qk = req.quota ? quotaKey(req.tenantId, req.quota.keyId, req.quota.period) : null
+      const used = qk ? (quota.get(qk) ?? 0) : 0
+      if (req.quota && used >= req.quota.limit)
+        return { status: 'quota_exhausted', used, limit: req.quota.limit }
+      let grantId: string | null = null
+      for (const id of req.grantCandidates) {
+        if (!consumed.has(id)) {
+          grantId = id
+          break
+        }
+      }
+      if (grantId)
+        consumed.set(
+          grantId,
+          snap.grants.find((g) => g.grantId === grantId)?.expiresAt ?? Number.MAX_SAFE_INTEGER,
+        )
+      if (qk) quota.set(qk, used + 1)
+      const receipt = req.receipt
+        ? grantId && req.receipt.ifGranted
+          ? req.receipt.ifGranted
+          : req.receipt.otherwise
+        : null
+      if (receipt) {
+        if (!opts.receiptSink) throw new Error('memory hot store has no receipt sink')
+        try {
+          await opts.receiptSink(receipt)
+        } catch (err) {
+          // Not durable: undo, so nothing is counted or consumed for a write that will not happen.
+          if (grantId) consumed.delete(grantId)
+          if (qk) quota.set(qk, (quota.get(qk) ?? 1) - 1)
+          throw err
+        }
+      }
+      return { status: 'committed', grantId, quotaUsed: qk ? used + 1 : null, receipt }
+    },
+
+    async release(tenantId, q, grantId) {
+      if (grantId) consumed.delete(grantId)
+      if (q) {
+        const k = quotaKey(tenantId, q.keyId, q.period)
+        quota.set(k, Math.max(0, (quota.get(k) ?? 0) - 1))
+      }
+    },
+
+    async seedQuota(tenantId, keyId, period, used) {
+      const k = quotaKey(tenantId, keyId, period)
+      if (!quota.has(k)) quota.set(k, used)
+    },
+
+    async close() {
+      listeners.clear()
     },
   }
 }

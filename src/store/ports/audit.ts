@@ -11,4 +11,6 @@ export interface ReceiptStore {
   append(drafts: readonly ReceiptDraft[]): Promise<Receipt[]>
   get(tenantId: string, receiptId: string): Promise<Receipt | null>
   list(tenantId: string, afterSeq: number, limit: number): Promise<Receipt[]>
+  /** CHECK receipts per tenant and key since a time: what the quota counters must be at least. */
+  checkCountsSince(sinceSeconds: number): Promise<{ tenantId: string; keyId: string; count: number }[]>
 }

@@ -1,4 +1,57 @@
+import type { ReceiptDraft } from '../../core/receipt.js'
+import type { TenantSnapshot } from '../../core/snapshot.js'
+
 /** Monthly check counters per API key, shared by the API and every proxy (contract §1.3). */
 export interface QuotaCounter {
   used(tenantId: string, keyId: string, period: string): Promise<number>
+}
+
+export interface QuotaCharge {
+  keyId: string
+  /** `YYYY-MM` (UTC). */
+  period: string
+  limit: number
+}
+
+export interface CommitRequest {
+  tenantId: string
+  /** The snapshot version the decision was made under. */
+  version: number
+  /** Count one check against this quota; null for paths that are not checks. */
+  quota: QuotaCharge | null
+  /** Grants that would turn a require_grant into ALLOW, best first; the first still unconsumed is consumed. */
+  grantCandidates: readonly string[]
+  /**
+   * Proxy path only: the receipt to make durable in the same atomic step, before the write
+   * may go upstream. `ifGranted` is used instead when a grant was consumed.
+   */
+  receipt?: { otherwise: ReceiptDraft; ifGranted?: ReceiptDraft }
+}
+
+export type CommitResult =
+  | { status: 'committed'; grantId: string | null; quotaUsed: number | null; receipt: ReceiptDraft | null }
+  /** The tenant moved on (or has no snapshot yet): refresh and decide again. */
+  | { status: 'stale'; currentVersion: number | null }
+  | { status: 'quota_exhausted'; used: number; limit: number }
+
+export type InvalidationListener = (tenantId: string, version: number) => void
+
+/**
+ * Hot state for decisions: per-tenant snapshots keyed by version, the atomic commit
+ * (version check, quota, grant consumption, and for proxies the receipt), and
+ * invalidation on every version bump. Redis in production; memory for one process.
+ */
+export interface HotStore extends QuotaCounter {
+  /** Stores the snapshot unless a newer version is already there; then announces it. */
+  publish(snapshot: TenantSnapshot): Promise<'published' | 'older'>
+  snapshot(tenantId: string): Promise<TenantSnapshot | null>
+  version(tenantId: string): Promise<number | null>
+  subscribe(listener: InvalidationListener): () => void
+  /** All-or-nothing: nothing is counted or consumed unless the result is `committed`. */
+  commit(req: CommitRequest): Promise<CommitResult>
+  /** Gives back a committed quota unit and grant when the API could not make its receipt durable. */
+  release(tenantId: string, quota: QuotaCharge | null, grantId: string | null): Promise<void>
+  /** Sets a counter only if the store has none (after a restart or a data loss). */
+  seedQuota(tenantId: string, keyId: string, period: string, used: number): Promise<void>
+  close(): Promise<void>
 }

@@ -1,7 +1,17 @@
 import type { ReceiptStore } from './audit.js'
+import type {
+  ActionStore,
+  GrantStore,
+  LeaseStore,
+  PolicyStore,
+  RosterStore,
+  SandboxGrantStore,
+  VerbStore,
+} from './decision-state.js'
 import type { InviteStore, KeyStore, PrincipalStore, TenantStore, TotpStore } from './identity.js'
 
 export type * from './audit.js'
+export type * from './decision-state.js'
 export type * from './identity.js'
 
 /** Every system-of-record store, bound to one connection or transaction. */
@@ -12,6 +22,13 @@ export interface Stores {
   invites: InviteStore
   totp: TotpStore
   receipts: ReceiptStore
+  policies: PolicyStore
+  verbs: VerbStore
+  grants: GrantStore
+  roster: RosterStore
+  leases: LeaseStore
+  actions: ActionStore
+  sandbox: SandboxGrantStore
 }
 
 /** The unit of work: plain stores, or stores bound to one transaction. */

@@ -43,10 +43,11 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
       kind: r.kind,
       decision: r.decision,
       created_at: r.createdAt,
+      key_id: r.keyId,
       body: chained.bodies[i] as string,
       hash: r.hash,
     }))
-    await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'body', 'hash')}`
+    await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'key_id', 'body', 'hash')}`
     await sql`update audit_heads set seq = ${chained.head.seq}, hash = ${chained.head.hash}
               where tenant_id = ${tenantId}`
     for (const r of chained.receipts) out.set(r.receiptId, r)
@@ -79,6 +80,13 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
                                            where tenant_id = ${tenantId} and seq > ${afterSeq}
                                            order by seq limit ${limit}`
       return rows.map(receiptFromRow)
+    },
+    async checkCountsSince(sinceSeconds) {
+      const rows = await sql<{ tenant_id: string; key_id: string; n: number }[]>`
+        select tenant_id, key_id, count(*)::int as n from receipts
+        where kind = 'CHECK' and created_at >= ${sinceSeconds} and key_id is not null
+        group by tenant_id, key_id`
+      return rows.map((r) => ({ tenantId: r.tenant_id, keyId: r.key_id, count: r.n }))
     },
   }
 }

@@ -1,12 +1,19 @@
 import type { Stores, SystemOfRecord } from '../ports/index.js'
+import { createActionStore } from './action-store.js'
 import type { Database } from './connect.js'
+import { createGrantStore } from './grant-store.js'
 import { createInviteStore } from './invite-store.js'
 import { createKeyStore } from './key-store.js'
+import { createLeaseStore } from './lease-store.js'
+import { createPolicyStore } from './policy-store.js'
 import { createPrincipalStore } from './principal-store.js'
 import { createReceiptStore } from './receipt-store.js'
+import { createRosterStore } from './roster-store.js'
+import { createSandboxGrantStore } from './sandbox-grant-store.js'
 import type { SqlHandle } from './sql-handle.js'
 import { createTenantStore } from './tenant-store.js'
 import { createTotpStore } from './totp-store.js'
+import { createVerbStore } from './verb-store.js'
 
 export function createStores(sql: SqlHandle): Stores {
   return {
@@ -16,6 +23,13 @@ export function createStores(sql: SqlHandle): Stores {
     invites: createInviteStore(sql),
     totp: createTotpStore(sql),
     receipts: createReceiptStore(sql),
+    policies: createPolicyStore(sql),
+    verbs: createVerbStore(sql),
+    grants: createGrantStore(sql),
+    roster: createRosterStore(sql),
+    leases: createLeaseStore(sql),
+    actions: createActionStore(sql),
+    sandbox: createSandboxGrantStore(sql),
   }
 }
 

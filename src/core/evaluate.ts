@@ -1,0 +1,141 @@
+import type { Layer, LayerStack } from './policy-layers.js'
+import { resolveMode } from './policy-layers.js'
+import type { Provenance, Reason } from './reasons.js'
+import type { CompiledSnapshot, SnapshotGrant } from './snapshot.js'
+import type { Environment, Mode } from './verbs.js'
+
+export type Decision = 'ALLOW' | 'DENY' | 'STEP_UP'
+
+export interface CheckInput {
+  keyId: string
+  /** As the caller sent it; may be a deprecated alias. */
+  verb: string
+  target: string | null
+  environment: Environment | null
+  /** A grant the caller presents; tried first when the mode is require_grant. */
+  grantId: string | null
+}
+
+export interface Outcome {
+  decision: Decision
+  verb: string
+  requestedVerb: string
+  mode: Mode | null
+  provenance: Provenance
+  reason: Reason
+  /** The tenant's decision-state version the decision was made under. */
+  policyVersion: number
+  principalId: string | null
+  principalName: string | null
+  /** Versions of the layers that were folded, for the receipt. */
+  layers: Partial<Record<Layer, number>>
+  grantId: string | null
+}
+
+export type Evaluation =
+  | { kind: 'unknown_verb'; verb: string }
+  | { kind: 'decided'; outcome: Outcome }
+  /** require_grant: ALLOW if the commit consumes one of `candidates` (best first), else `otherwise`. */
+  | { kind: 'needs_grant'; candidates: string[]; otherwise: Outcome }
+
+function grantMatches(g: SnapshotGrant, principalId: string, input: CheckInput, nowSeconds: number): boolean {
+  return (
+    g.expiresAt > nowSeconds &&
+    (g.target === null || g.target === input.target) &&
+    (g.principalId === null || g.principalId === principalId) &&
+    (g.environment === null || g.environment === input.environment)
+  )
+}
+
+/**
+ * The decision, as a pure function of the request and the snapshot (contract §3 order):
+ * 1. key revoked, principal disabled or deleted → DENY;
+ * 2. on the sponsor roster (key, principal or tenant) → DENY;
+ * 3. the effective mode: allow, deny, require_grant (with grant consumption) or step_up.
+ * Unknown verbs are rejected before any of this, so they are never decided or receipted.
+ */
+export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: number): Evaluation {
+  const resolved = snap.vocab.resolve(input.verb)
+  if (!resolved) return { kind: 'unknown_verb', verb: input.verb }
+  const key = snap.raw.keys[input.keyId]
+  const principalId = key?.principalId ?? null
+  const principal = principalId ? snap.raw.principals[principalId] : undefined
+
+  const base = {
+    verb: resolved.canonical,
+    requestedVerb: input.verb,
+    policyVersion: snap.version,
+    principalId,
+    principalName: principal?.name ?? null,
+    grantId: null,
+  }
+  const deny = (
+    provenance: Provenance,
+    reason: Reason,
+    mode: Mode | null = null,
+    layers: Outcome['layers'] = {},
+  ): Evaluation => ({
+    kind: 'decided',
+    outcome: { ...base, decision: 'DENY', mode, provenance, reason, layers },
+  })
+
+  if (!key || !principal || !principalId) return deny('revocation', 'key_unknown')
+  if (key.revoked) return deny('revocation', 'key_revoked')
+  if (principal.deleted) return deny('principal_inactive', 'principal_deleted')
+  if (principal.disabled) return deny('principal_inactive', 'principal_disabled')
+
+  if (snap.raw.roster.all) return deny('revocation', 'sponsor_revoked_tenant')
+  if (snap.rosterPrincipals.has(principalId)) return deny('revocation', 'sponsor_revoked_principal')
+  if (snap.rosterKeys.has(input.keyId)) return deny('revocation', 'sponsor_revoked_key')
+
+  const stack: LayerStack = {
+    tenant: snap.raw.policies.tenant,
+    environment: input.environment ? snap.raw.policies.environments[input.environment] : undefined,
+    principal: snap.raw.policies.principals[principalId],
+  }
+  const layers: Outcome['layers'] = { tenant: stack.tenant.version }
+  if (input.environment) layers.environment = stack.environment?.version ?? 0
+  layers.principal = stack.principal?.version ?? 0
+  const { mode, provenance } = resolveMode(snap.vocab, stack, resolved.canonical)
+  const decided = (decision: Outcome['decision'], reason: Reason): Evaluation => ({
+    kind: 'decided',
+    outcome: { ...base, decision, mode, provenance, reason, layers },
+  })
+
+  switch (mode) {
+    case 'allow':
+      return decided('ALLOW', 'policy_allow')
+    case 'deny':
+      return decided('DENY', 'policy_deny')
+    case 'step_up':
+      return decided('STEP_UP', 'step_up_required')
+    case 'require_grant': {
+      const matching = snap
+        .grantsFor(resolved.canonical)
+        .filter((g) => grantMatches(g, principalId, input, nowSeconds))
+      const presented = matching.filter((g) => g.grantId === input.grantId)
+      const candidates = [...presented, ...matching.filter((g) => g.grantId !== input.grantId)].map(
+        (g) => g.grantId,
+      )
+      const otherwise = decided('DENY', 'grant_required')
+      if (candidates.length === 0 || otherwise.kind !== 'decided') return otherwise
+      return { kind: 'needs_grant', candidates, otherwise: otherwise.outcome }
+    }
+  }
+}
+
+/** The final outcome once the commit has (or has not) consumed a grant. */
+export function settleGrant(
+  evaluation: Exclude<Evaluation, { kind: 'unknown_verb' }>,
+  consumedGrantId: string | null,
+): Outcome {
+  if (evaluation.kind === 'decided') return evaluation.outcome
+  if (consumedGrantId === null) return evaluation.otherwise
+  return {
+    ...evaluation.otherwise,
+    decision: 'ALLOW',
+    provenance: 'grant',
+    reason: 'grant_consumed',
+    grantId: consumedGrantId,
+  }
+}

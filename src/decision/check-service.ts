@@ -1,0 +1,236 @@
+import type { ActionStager, ToolCall } from '../actions/action-stager.js'
+import type { AuditLog } from '../audit/audit-log.js'
+import { signAllowToken } from '../core/allow-token.js'
+import type { Clock } from '../core/clock.js'
+import { nowSeconds } from '../core/clock.js'
+import { ERRORS, fail } from '../core/errors.js'
+import type { Outcome } from '../core/evaluate.js'
+import { newId } from '../core/ids.js'
+import { canonicalJson } from '../core/jcs.js'
+import { requestBinding } from '../core/lease-binding.js'
+import { draft, type ReceiptDraft } from '../core/receipt.js'
+import { sha256Hex } from '../core/secret-hash.js'
+import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
+import type { Gate } from '../gate/gate.js'
+import type { KeyCaller } from '../identity/caller.js'
+import type { Keyring } from '../security/keyring.js'
+import type { Lease } from '../store/ports/decision-state.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+import type { SystemsRegistry } from '../systems/systems-registry.js'
+
+export interface CheckRequestBody {
+  verb: string
+  target?: string | undefined
+  environment?: string | undefined
+  grantId?: string | undefined
+  request?:
+    | { systemId: string; method: string; path: string; body?: Record<string, unknown> | undefined }
+    | undefined
+  tool?: ToolCall | undefined
+}
+
+export interface CheckResponse {
+  decision: Outcome['decision']
+  receiptId: string
+  seq: number
+  verb: string
+  requestedVerb: string
+  mode: string | null
+  provenance: string
+  policyVersion: number
+  reason: string
+  token?: string
+  leaseId?: string
+  grantId?: string
+  actionId?: string
+  expiresAt?: number
+}
+
+export interface CheckService {
+  check(caller: KeyCaller, body: CheckRequestBody): Promise<CheckResponse>
+}
+
+export interface CheckDeps {
+  gate: Gate
+  sor: SystemOfRecord
+  audit: AuditLog
+  clock: Clock
+  keyring: Keyring
+  systems: SystemsRegistry
+  stager: ActionStager
+  allowTtlSeconds: number
+}
+
+/**
+ * POST /v1/check: the API transport over the gate. Bad input is refused before any
+ * decision (no receipt, no quota); every evaluated check writes a CHECK receipt.
+ */
+export function createCheckService(deps: CheckDeps): CheckService {
+  const { gate, sor, audit, clock, keyring, systems, stager } = deps
+
+  return {
+    async check(caller, body) {
+      const environment = body.environment === undefined ? null : body.environment
+      if (environment !== null && !isEnvironment(environment))
+        fail(ERRORS.unknownEnvironment, { environment, environments: [...ENVIRONMENTS] })
+      const request = body.request
+      if (request) {
+        if (!systems.system(caller.tenantId, request.systemId))
+          fail(ERRORS.unknownSystem, { systemId: request.systemId })
+        if (!request.path.startsWith('/v1/'))
+          fail(
+            ERRORS.invalidRequest,
+            { issues: [{ path: 'request.path', message: 'must begin with /v1/' }] },
+            { message: 'invalid body: request.path: must begin with /v1/' },
+          )
+      }
+      const toolRef = body.tool ? stager.resolve(caller.tenantId, body.tool) : null
+
+      const gateReq = {
+        tenantId: caller.tenantId,
+        keyId: caller.keyId,
+        verb: body.verb,
+        target: body.target ?? null,
+        environment: environment as Environment | null,
+        grantId: body.grantId ?? null,
+        systemId: request?.systemId ?? toolRef?.system.systemId ?? null,
+        chargeQuota: true,
+      }
+      const result = await gate.decide(gateReq)
+      if (result.kind === 'unknown_verb') fail(ERRORS.unknownVerb, { verbs: [result.verb] })
+      if (result.kind === 'quota_exhausted')
+        fail(ERRORS.quotaExhausted, { limit: result.limit, used: result.used, resetsAt: result.resetsAt })
+      if (result.kind === 'unavailable') fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
+
+      const { outcome } = result
+      const at = nowSeconds(clock)
+      const receiptId = newId('receipt')
+      const detail: Record<string, unknown> = {
+        mode: outcome.mode,
+        provenance: outcome.provenance,
+        layers: outcome.layers,
+      }
+      const extra: Partial<CheckResponse> = {}
+      let lease: Omit<Lease, 'usedAt'> | null = null
+      const drafts: ReceiptDraft[] = []
+      let staged: ReturnType<ActionStager['stage']> | null = null
+
+      if (outcome.grantId) {
+        detail.grantId = outcome.grantId
+        extra.grantId = outcome.grantId
+      }
+      if (outcome.decision === 'ALLOW') {
+        const expiresAt = at + deps.allowTtlSeconds
+        const jti = request ? newId('lease') : newId('token')
+        const binding = request ? requestBinding(request.method, request.path, request.body) : null
+        if (request && binding) {
+          lease = {
+            leaseId: jti,
+            tenantId: caller.tenantId,
+            keyId: caller.keyId,
+            principalId: outcome.principalId ?? caller.principalId,
+            verb: outcome.verb,
+            target: body.target ?? null,
+            systemId: request.systemId,
+            binding,
+            createdAt: at,
+            expiresAt,
+          }
+          extra.leaseId = jti
+          detail.leaseId = jti
+          detail.request = {
+            systemId: request.systemId,
+            method: request.method,
+            path: request.path,
+            bodySha256: request.body === undefined ? null : sha256Hex(canonicalJson(request.body)),
+          }
+        }
+        extra.token = signAllowToken(keyring.tokenSigning, {
+          v: 1,
+          tid: caller.tenantId,
+          kid: caller.keyId,
+          pid: outcome.principalId ?? caller.principalId,
+          verb: outcome.verb,
+          tgt: body.target ?? null,
+          env: environment,
+          iat: at,
+          exp: expiresAt,
+          jti,
+          bind: request && binding ? { sys: request.systemId, h: binding } : null,
+        })
+        detail.tokenId = jti
+        extra.expiresAt = expiresAt
+      }
+      if (outcome.decision === 'STEP_UP' && toolRef && body.tool) {
+        staged = stager.stage({
+          tenantId: caller.tenantId,
+          ref: toolRef,
+          params: body.tool.params,
+          verb: outcome.verb,
+          target: body.target ?? null,
+          environment,
+          principalId: outcome.principalId ?? caller.principalId,
+          principalName: outcome.principalName,
+          keyId: caller.keyId,
+          stateVersion: outcome.policyVersion,
+          cause: { checkReceiptId: receiptId },
+        })
+        extra.actionId = staged.action.actionId
+        detail.actionId = staged.action.actionId
+      }
+      drafts.push(
+        draft({
+          receiptId,
+          tenantId: caller.tenantId,
+          kind: 'CHECK',
+          decision: outcome.decision,
+          createdAt: at,
+          verb: outcome.verb,
+          requestedVerb: body.verb,
+          target: body.target ?? null,
+          environment,
+          principalId: outcome.principalId,
+          principalName: outcome.principalName,
+          keyId: caller.keyId,
+          reason: outcome.reason,
+          policyVersion: outcome.policyVersion,
+          detail,
+        }),
+      )
+      if (staged) drafts.push(staged.receipt)
+
+      let seq: number
+      try {
+        if (lease || staged || outcome.grantId) {
+          // The receipt and what it promises (lease, pending action, grant use) commit together.
+          const receipts = await sor.transaction(async (stores) => {
+            if (lease) await stores.leases.insert(lease)
+            if (staged) await stores.actions.insert(staged.action)
+            if (outcome.grantId)
+              await stores.grants.markConsumed(caller.tenantId, outcome.grantId, at, receiptId)
+            return audit.appendWith(stores, drafts)
+          })
+          seq = receipts[0]?.seq as number
+        } else {
+          seq = (await audit.append(drafts))[0]?.seq as number
+        }
+      } catch (err) {
+        // No receipt, no decision: give back the quota unit and the grant.
+        await gate.release(gateReq, result).catch(() => {})
+        throw err
+      }
+      return {
+        decision: outcome.decision,
+        receiptId,
+        seq,
+        verb: outcome.verb,
+        requestedVerb: body.verb,
+        mode: outcome.mode,
+        provenance: outcome.provenance,
+        policyVersion: outcome.policyVersion,
+        reason: outcome.reason,
+        ...extra,
+      }
+    },
+  }
+}

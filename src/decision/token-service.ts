@@ -1,0 +1,72 @@
+import { openAllowToken } from '../core/allow-token.js'
+import type { Clock } from '../core/clock.js'
+import { nowSeconds } from '../core/clock.js'
+import { ERRORS, fail } from '../core/errors.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
+import type { KeyCaller } from '../identity/caller.js'
+import type { Keyring } from '../security/keyring.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+
+export type TokenVerdict =
+  | {
+      valid: true
+      tenantId: string
+      principalId: string
+      keyId: string
+      verb: string
+      target: string | null
+      expiresAt: number
+    }
+  | { valid: false; reason: 'malformed' | 'bad_signature' | 'expired' | 'revoked' | 'wrong_tenant' | 'used' }
+
+export interface TokenService {
+  verify(caller: KeyCaller, token: string): Promise<TokenVerdict>
+}
+
+/**
+ * POST /v1/tokens/verify. Revocation is judged against the current snapshot, so a token
+ * issued before a revoke verifies as `revoked` once the revoke has returned.
+ */
+export function createTokenService(deps: {
+  keyring: Keyring
+  clock: Clock
+  snapshots: SnapshotCache
+  sor: SystemOfRecord
+}): TokenService {
+  return {
+    async verify(caller, token) {
+      const opened = openAllowToken(deps.keyring.tokenSigning, token)
+      if (!opened.ok) return { valid: false, reason: opened.reason }
+      const c = opened.claims
+      if (c.tid !== caller.tenantId) return { valid: false, reason: 'wrong_tenant' }
+      if (c.exp <= nowSeconds(deps.clock)) return { valid: false, reason: 'expired' }
+      const snap = await deps.snapshots.get(c.tid).catch(() => null)
+      if (!snap) fail(ERRORS.gateUnavailable)
+      const key = snap?.raw.keys[c.kid]
+      const principal = snap?.raw.principals[c.pid]
+      const revoked =
+        !key ||
+        key.revoked ||
+        !principal ||
+        principal.disabled ||
+        principal.deleted ||
+        snap.raw.roster.all ||
+        snap.rosterPrincipals.has(c.pid) ||
+        snap.rosterKeys.has(c.kid)
+      if (revoked) return { valid: false, reason: 'revoked' }
+      if (c.bind) {
+        const lease = await deps.sor.stores.leases.get(c.tid, c.jti)
+        if (lease?.usedAt != null) return { valid: false, reason: 'used' }
+      }
+      return {
+        valid: true,
+        tenantId: c.tid,
+        principalId: c.pid,
+        keyId: c.kid,
+        verb: c.verb,
+        target: c.tgt,
+        expiresAt: c.exp,
+      }
+    },
+  }
+}

@@ -1,0 +1,75 @@
+import type { Clock } from '../core/clock.js'
+import { nowSeconds } from '../core/clock.js'
+import type { Logger } from '../observability/logger.js'
+import type { SnapshotSource } from '../store/ports/decision-state.js'
+import type { HotStore } from '../store/ports/hot-store.js'
+import type { DecisionStateSink } from './decision-state.js'
+
+export interface SnapshotPublisher extends DecisionStateSink {
+  /** Publishes every tenant whose hot-store version is behind the system of record. */
+  reconcile(): Promise<{ checked: number; published: number }>
+  /** Runs reconcile on a fixed cadence until stopped. */
+  start(intervalMs: number): void
+  stop(): void
+}
+
+/**
+ * Control-plane side of snapshots: after every committed decision-affecting change, build
+ * the tenant's snapshot from Postgres and publish it before the API answers. A reconciler
+ * repairs any divergence left by a crash between the commit and the publish.
+ */
+export function createSnapshotPublisher(deps: {
+  source: SnapshotSource
+  hot: HotStore
+  clock: Clock
+  logger: Logger
+}): SnapshotPublisher {
+  const { source, hot, clock, logger } = deps
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<unknown> | undefined
+
+  async function publishTenant(tenantId: string): Promise<boolean> {
+    const snap = await source.read(tenantId, nowSeconds(clock))
+    if (!snap) return false
+    return (await hot.publish(snap)) === 'published'
+  }
+
+  const publisher: SnapshotPublisher = {
+    async changed(tenantId) {
+      await publishTenant(tenantId)
+    },
+    async reconcile() {
+      const all = await source.versions()
+      let published = 0
+      for (const { tenantId, version } of all) {
+        const hotVersion = await hot.version(tenantId)
+        if (hotVersion === null || hotVersion < version) {
+          if (await publishTenant(tenantId)) published++
+        }
+      }
+      return { checked: all.length, published }
+    },
+    start(intervalMs) {
+      if (timer) return
+      timer = setInterval(() => {
+        if (running) return
+        running = publisher
+          .reconcile()
+          .then((r) => {
+            if (r.published > 0)
+              logger.warn({ published: r.published }, 'reconciler republished stale snapshots')
+          })
+          .catch((err) => logger.warn({ err }, 'snapshot reconcile failed; will retry'))
+          .finally(() => {
+            running = undefined
+          })
+      }, intervalMs)
+      timer.unref()
+    },
+    stop() {
+      if (timer) clearInterval(timer)
+      timer = undefined
+    },
+  }
+  return publisher
+}

@@ -1,0 +1,102 @@
+import type { KeyScope } from '../../core/identity.js'
+import type { PolicyLayer } from '../../core/policy-layers.js'
+import type { SnapshotGrant, TenantSnapshot } from '../../core/snapshot.js'
+import type { Environment } from '../../core/verbs.js'
+import type { SnapshotSource } from '../ports/decision-state.js'
+import type { Database } from './connect.js'
+import { toLayer } from './policy-store.js'
+import { createVerbStore } from './verb-store.js'
+
+/**
+ * Builds a tenant's snapshot from the system of record in one REPEATABLE READ
+ * transaction, so every part is read as of one commit and matches the version read.
+ */
+export function createSnapshotSource(db: Database): SnapshotSource {
+  const { sql } = db
+  return {
+    async read(tenantId, nowSeconds) {
+      return (await sql.begin('isolation level repeatable read read only', async (tx) => {
+        const [tenant] = await tx<{ version: number }[]>`select version from tenants where id = ${tenantId}`
+        if (!tenant) return null
+        const layers = (
+          await tx`select scope, scope_key, policy, version, updated_at from policy_layers
+                                 where tenant_id = ${tenantId}`
+        ).map((r) => toLayer(r as never))
+        const verbs = await createVerbStore(tx).list(tenantId)
+        const principals = await tx<
+          { id: string; name: string; disabled: boolean; deleted_at: number | null }[]
+        >`
+          select id, name, disabled, deleted_at from principals where tenant_id = ${tenantId}`
+        const keys = await tx<
+          { id: string; principal_id: string; revoked_at: number | null; scope: KeyScope }[]
+        >`
+          select id, principal_id, revoked_at, scope from api_keys where tenant_id = ${tenantId}`
+        const roster = await tx<{ target_kind: string; target_id: string }[]>`
+          select target_kind, target_id from revocations where tenant_id = ${tenantId}`
+        const grants = await tx<
+          {
+            id: string
+            verb: string
+            target: string | null
+            principal_id: string | null
+            environment: Environment | null
+            expires_at: number
+          }[]
+        >`
+          select id, verb, target, principal_id, environment, expires_at from grants
+          where tenant_id = ${tenantId} and consumed_at is null and expires_at > ${nowSeconds}`
+
+        const layer = (l: PolicyLayer): PolicyLayer => ({
+          policy: l.policy,
+          version: l.version,
+          updatedAt: l.updatedAt,
+        })
+        const snapshot: TenantSnapshot = {
+          tenantId,
+          version: Number(tenant.version),
+          builtAt: nowSeconds,
+          policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
+          verbs,
+          principals: Object.fromEntries(
+            principals.map((p) => [
+              p.id,
+              { name: p.name, disabled: p.disabled, deleted: p.deleted_at !== null },
+            ]),
+          ),
+          keys: Object.fromEntries(
+            keys.map((k) => [
+              k.id,
+              { principalId: k.principal_id, revoked: k.revoked_at !== null, scope: k.scope },
+            ]),
+          ),
+          roster: {
+            all: roster.some((r) => r.target_kind === 'all'),
+            principals: roster.filter((r) => r.target_kind === 'principal').map((r) => r.target_id),
+            keys: roster.filter((r) => r.target_kind === 'key').map((r) => r.target_id),
+          },
+          grants: grants.map(
+            (g): SnapshotGrant => ({
+              grantId: g.id,
+              verb: g.verb,
+              target: g.target,
+              principalId: g.principal_id,
+              environment: g.environment,
+              expiresAt: Number(g.expires_at),
+            }),
+          ),
+        }
+        for (const l of layers) {
+          if (l.scope === 'tenant') snapshot.policies.tenant = layer(l)
+          else if (l.scope === 'environment')
+            snapshot.policies.environments[l.scopeKey as Environment] = layer(l)
+          else snapshot.policies.principals[l.scopeKey] = layer(l)
+        }
+        return snapshot
+      })) as TenantSnapshot | null
+    },
+    async versions() {
+      const rows = await sql<{ id: string; version: number }[]>`select id, version from tenants`
+      return rows.map((r) => ({ tenantId: r.id, version: Number(r.version) }))
+    },
+  }
+}

@@ -1,0 +1,589 @@
+import t from 'tap'
+import type { ManualClock } from '../../src/core/clock.js'
+import { API_BACKENDS } from '../helpers/backends.js'
+import { startControlPlane, startWithTenantSystems } from '../helpers/control-plane.js'
+
+for (const kind of API_BACKENDS) {
+  t.test(`POST /v1/check on ${kind}`, async (t) => {
+    const { api, cp, clock } = await startControlPlane(t, kind)
+    const checkReceipts = async (tenantId: string) =>
+      (
+        await cp.database.sql<
+          { body: string }[]
+        >`select body from receipts where tenant_id = ${tenantId} and kind = 'CHECK' order by seq`
+      ).map((r) => JSON.parse(r.body))
+
+    t.test(
+      'default modes, the response shape, and a receipt for every check (retries included)',
+      async (t) => {
+        const o = await api.newTenant()
+        const allow = await api.post('/v1/check', { verb: 'verify', target: 'acct-1' }, { bearer: o.apiKey })
+        t.equal(allow.status, 200)
+        t.match(allow.body, {
+          decision: 'ALLOW',
+          verb: 'verify',
+          requestedVerb: 'verify',
+          mode: 'allow',
+          provenance: 'tenant',
+          reason: 'policy_allow',
+          receiptId: /^rcp_/,
+          seq: Number,
+          policyVersion: Number,
+          token: /^wgt_/,
+          expiresAt: Math.floor(clock.nowMs() / 1000) + 60,
+        })
+        t.notOk(allow.body.leaseId, 'no lease without a request')
+        t.match((await api.post('/v1/check', { verb: 'admit' }, { bearer: o.apiKey })).body, {
+          decision: 'STEP_UP',
+          mode: 'step_up',
+          reason: 'step_up_required',
+        })
+        t.match((await api.post('/v1/check', { verb: 'provision' }, { bearer: o.apiKey })).body, {
+          decision: 'DENY',
+          mode: 'require_grant',
+          reason: 'grant_required',
+        })
+        await api.post('/v1/verbs', { name: 'shop.order' }, { bearer: o.apiKey })
+        t.match(
+          (await api.post('/v1/check', { verb: 'shop.order' }, { bearer: o.apiKey })).body,
+          { decision: 'DENY', mode: 'deny', reason: 'policy_deny' },
+          'an unset custom verb resolves to deny',
+        )
+        const again = await api.post('/v1/check', { verb: 'verify', target: 'acct-1' }, { bearer: o.apiKey })
+        t.not(again.body.receiptId, allow.body.receiptId, 'a retry is a new decision with its own receipt')
+        t.ok(again.body.seq > allow.body.seq)
+        const rows = await checkReceipts(o.tenantId)
+        t.equal(rows.length, 5)
+        t.match(rows[0], {
+          kind: 'CHECK',
+          decision: 'ALLOW',
+          verb: 'verify',
+          target: 'acct-1',
+          keyId: o.keyId,
+          principalId: o.principalId,
+          principalName: 'default',
+          reason: 'policy_allow',
+          receiptId: allow.body.receiptId,
+          seq: allow.body.seq,
+        })
+      },
+    )
+
+    t.test('unknown verbs and environments are 400 and write no receipt (and use no quota)', async (t) => {
+      const o = await api.newTenant()
+      const v = await api.post('/v1/check', { verb: 'made.up' }, { bearer: o.apiKey })
+      t.same([v.status, v.body.code, v.body.verbs], [400, 'unknown_verb', ['made.up']])
+      const e = await api.post('/v1/check', { verb: 'verify', environment: 'qa' }, { bearer: o.apiKey })
+      t.same([e.status, e.body.code], [400, 'unknown_environment'])
+      for (const body of [
+        {},
+        { verb: '' },
+        { verb: 'verify', extra: 1 },
+        { verb: 5 },
+        { verb: 'verify', request: { systemId: 'sys_x' } },
+      ]) {
+        t.equal((await api.post('/v1/check', body, { bearer: o.apiKey })).status, 400, JSON.stringify(body))
+      }
+      t.equal((await checkReceipts(o.tenantId)).length, 0)
+      t.equal((await api.get('/v1/me', { bearer: o.apiKey })).body.quota.used, 0)
+    })
+
+    t.test('layers: environment only when named; principal over environment', async (t) => {
+      const o = await api.newTenant()
+      await api.put('/v1/policies/environments/prod', { verify: 'deny' }, { bearer: o.apiKey })
+      t.match((await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body, {
+        decision: 'ALLOW',
+        provenance: 'tenant',
+      })
+      t.match(
+        (await api.post('/v1/check', { verb: 'verify', environment: 'prod' }, { bearer: o.apiKey })).body,
+        { decision: 'DENY', provenance: 'environment' },
+      )
+      await api.put(`/v1/policies/principals/${o.principalId}`, { verify: 'allow' }, { bearer: o.apiKey })
+      t.match(
+        (await api.post('/v1/check', { verb: 'verify', environment: 'prod' }, { bearer: o.apiKey })).body,
+        { decision: 'ALLOW', provenance: 'principal' },
+      )
+    })
+
+    t.test('dead keys still get an answer: DENY, on record', async (t) => {
+      const o = await api.newTenant()
+      const mk = async (name: string) => {
+        const p = await api.post('/v1/principals', { name }, { bearer: o.apiKey })
+        const k = await api.post(
+          '/v1/keys',
+          { email: o.email, principal_id: p.body.principalId },
+          { bearer: o.apiKey },
+        )
+        return { principalId: p.body.principalId as string, key: k.body.apiKey as string }
+      }
+      const revoked = await mk('revoked')
+      const disabled = await mk('disabled')
+      const deleted = await mk('deleted')
+      await api.post(`/v1/principals/${revoked.principalId}/revoke`, {}, { bearer: o.apiKey })
+      await api.patch(`/v1/principals/${disabled.principalId}`, { disabled: true }, { bearer: o.apiKey })
+      await api.delete(`/v1/principals/${deleted.principalId}`, { bearer: o.apiKey })
+      for (const [who, reason, provenance] of [
+        [revoked, 'key_revoked', 'revocation'],
+        [disabled, 'principal_disabled', 'principal_inactive'],
+        [deleted, 'key_revoked', 'revocation'],
+      ] as const) {
+        const r = await api.post('/v1/check', { verb: 'verify' }, { bearer: who.key })
+        t.equal(r.status, 200)
+        t.match(r.body, { decision: 'DENY', reason, provenance, receiptId: /^rcp_/ }, reason)
+        t.equal((await api.get('/v1/me', { bearer: who.key })).status, 401)
+      }
+      t.equal((await checkReceipts(o.tenantId)).filter((r) => r.decision === 'DENY').length, 3)
+    })
+
+    t.test('quota: 100 checks per key per calendar month, then 402 without a receipt', async (t) => {
+      const o = await api.newTenant()
+      for (let i = 0; i < 100; i++) {
+        const r = await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })
+        if (r.status !== 200) t.fail(`check ${i}: ${r.status}`)
+      }
+      const over = await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })
+      t.equal(over.status, 402)
+      t.same(over.body, {
+        error: 'monthly check quota exhausted',
+        code: 'quota_exhausted',
+        limit: 100,
+        used: 100,
+        resetsAt: Date.UTC(2026, 11, 1) / 1000,
+      })
+      t.equal((await checkReceipts(o.tenantId)).length, 100)
+      t.match((await api.get('/v1/me', { bearer: o.apiKey })).body.quota, {
+        limit: 100,
+        used: 100,
+        remaining: 0,
+      })
+      const second = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+      t.equal(
+        (await api.post('/v1/check', { verb: 'verify' }, { bearer: second.body.apiKey })).status,
+        200,
+        'per key',
+      )
+      const revoke = await api.post('/v1/revoke', { keyId: o.keyId }, { bearer: o.sponsorToken })
+      t.equal(revoke.status, 200, 'the kill switch is never quota-gated')
+      ;(clock as ManualClock).set(Date.UTC(2026, 11, 1, 0, 0, 1))
+      t.equal(
+        (await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body.reason,
+        'sponsor_revoked_key',
+        'a new month resets the quota',
+      )
+      ;(clock as ManualClock).set(Date.UTC(2026, 10, 21, 12, 0, 0))
+    })
+
+    t.test(
+      'quota is exact under concurrency: 150 parallel checks → 100 decisions and 50 × 402 (ten times)',
+      async (t) => {
+        const o = await api.newTenant()
+        for (let round = 0; round < 10; round++) {
+          const k = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+          const results = await Promise.all(
+            Array.from({ length: 150 }, () =>
+              api.post('/v1/check', { verb: 'verify' }, { bearer: k.body.apiKey }),
+            ),
+          )
+          const ok = results.filter((r) => r.status === 200).length
+          const refused = results.filter((r) => r.status === 402).length
+          t.same([ok, refused], [100, 50], `round ${round}`)
+          const rows = await cp.database.sql<
+            { n: number }[]
+          >`select count(*)::int as n from receipts where kind = 'CHECK' and key_id = ${k.body.keyId}`
+          t.equal(rows[0]?.n, 100, 'exactly 100 receipts')
+        }
+      },
+    )
+
+    t.test(
+      'grants: single use, scoped, consumed by exactly one of 20 parallel checks (ten times)',
+      async (t) => {
+        const o = await api.newTenant()
+        const g = await api.post(
+          '/v1/grants',
+          { verb: 'provision', target: 'vm-1', reason: 'change #42' },
+          { bearer: o.sponsorToken },
+        )
+        t.equal(g.status, 201)
+        t.match(g.body, {
+          grantId: /^grt_/,
+          verb: 'provision',
+          target: 'vm-1',
+          principalId: null,
+          environment: null,
+          expiresAt: Math.floor(clock.nowMs() / 1000) + 900,
+        })
+        t.match(
+          (await api.post('/v1/check', { verb: 'provision', target: 'vm-2' }, { bearer: o.apiKey })).body,
+          { decision: 'DENY', reason: 'grant_required' },
+          'another target does not match',
+        )
+        const used = await api.post('/v1/check', { verb: 'provision', target: 'vm-1' }, { bearer: o.apiKey })
+        t.match(used.body, {
+          decision: 'ALLOW',
+          provenance: 'grant',
+          reason: 'grant_consumed',
+          grantId: g.body.grantId,
+          mode: 'require_grant',
+        })
+        t.match(
+          (await api.post('/v1/check', { verb: 'provision', target: 'vm-1' }, { bearer: o.apiKey })).body,
+          { decision: 'DENY', reason: 'grant_required' },
+          'single use',
+        )
+
+        for (let round = 0; round < 10; round++) {
+          const grant = await api.post('/v1/grants', { verb: 'provision' }, { bearer: o.sponsorToken })
+          const results = await Promise.all(
+            Array.from({ length: 20 }, () =>
+              api.post(
+                '/v1/check',
+                { verb: 'provision', target: `r${round}` },
+                { bearer: o.apiKey, headers: {} },
+              ),
+            ),
+          )
+          const allowed = results.filter((r) => r.body.decision === 'ALLOW')
+          t.equal(allowed.length, 1, `round ${round}: exactly one ALLOW`)
+          t.equal(allowed[0]?.body.grantId, grant.body.grantId)
+          t.equal(results.filter((r) => r.body.decision === 'DENY').length, 19)
+          // Keep the quota from running out across rounds.
+          const fresh = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+          o.apiKey = fresh.body.apiKey
+        }
+      },
+    )
+
+    t.test('grant scoping: principal and environment, presented first, expiry', async (t) => {
+      const o = await api.newTenant()
+      const p = await api.post('/v1/principals', { name: 'ops' }, { bearer: o.apiKey })
+      const k = await api.post(
+        '/v1/keys',
+        { email: o.email, principal_id: p.body.principalId },
+        { bearer: o.apiKey },
+      )
+      const forOps = await api.post(
+        '/v1/grants',
+        { verb: 'provision', principalId: p.body.principalId, environment: 'prod', ttlSeconds: 60 },
+        { bearer: o.sponsorToken },
+      )
+      t.match(
+        (await api.post('/v1/check', { verb: 'provision', environment: 'prod' }, { bearer: o.apiKey })).body,
+        { decision: 'DENY' },
+        'another principal',
+      )
+      t.match(
+        (await api.post('/v1/check', { verb: 'provision', environment: 'dev' }, { bearer: k.body.apiKey }))
+          .body,
+        { decision: 'DENY' },
+        'another environment',
+      )
+      ;(clock as ManualClock).advance(61_000)
+      t.match(
+        (await api.post('/v1/check', { verb: 'provision', environment: 'prod' }, { bearer: k.body.apiKey }))
+          .body,
+        { decision: 'DENY' },
+        'expired',
+      )
+      ;(clock as ManualClock).advance(-61_000)
+      const a = await api.post('/v1/grants', { verb: 'provision' }, { bearer: o.sponsorToken })
+      const b = await api.post('/v1/grants', { verb: 'provision' }, { bearer: o.sponsorToken })
+      t.equal(
+        (await api.post('/v1/check', { verb: 'provision', grantId: b.body.grantId }, { bearer: o.apiKey }))
+          .body.grantId,
+        b.body.grantId,
+        'a presented grant is used first',
+      )
+      t.equal(
+        (await api.post('/v1/check', { verb: 'provision', grantId: b.body.grantId }, { bearer: o.apiKey }))
+          .body.grantId,
+        a.body.grantId,
+        'then any live match',
+      )
+      t.equal(forOps.status, 201)
+      for (const body of [
+        { verb: 'nope.nope' },
+        { verb: 'provision', ttlSeconds: 86401 },
+        { verb: 'provision', ttlSeconds: 0 },
+        { verb: 'provision', environment: 'qa' },
+        { verb: 'provision', principalId: 'prn_nope' },
+        { verb: 'demo_write' },
+      ]) {
+        const r = await api.post('/v1/grants', body, { bearer: o.sponsorToken })
+        t.ok(r.status === 400 || r.status === 404, `${JSON.stringify(body)} → ${r.status} ${r.body.code}`)
+      }
+      t.equal(
+        (await api.post('/v1/grants', { verb: 'provision' }, { bearer: o.apiKey })).status,
+        401,
+        'sponsor only',
+      )
+      const rows = await cp.database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from receipts where tenant_id = ${o.tenantId} and kind = 'GRANT'`
+      t.equal(rows[0]?.n, 3, 'a GRANT receipt per mint')
+    })
+
+    t.test('the kill switch: revoke and reinstate, decided under the new state at once', async (t) => {
+      const o = await api.newTenant()
+      const p = await api.post('/v1/principals', { name: 'fleet' }, { bearer: o.apiKey })
+      const k = await api.post(
+        '/v1/keys',
+        { email: o.email, principal_id: p.body.principalId },
+        { bearer: o.apiKey },
+      )
+      const cases = [
+        [
+          { principalId: p.body.principalId },
+          'sponsor_revoked_principal',
+          { principalId: p.body.principalId },
+        ],
+        [{ keyId: k.body.keyId }, 'sponsor_revoked_key', { keyId: k.body.keyId }],
+        [{ all: true }, 'sponsor_revoked_tenant', { all: true }],
+      ] as const
+      for (const [body, reason, target] of cases) {
+        const r = await api.post('/v1/revoke', { ...body, reason: 'incident 7' }, { bearer: o.sponsorToken })
+        t.equal(r.status, 200)
+        t.same(r.body.revoked, target)
+        t.match(r.body.receiptId, /^rcp_/)
+        t.match((await api.post('/v1/check', { verb: 'verify' }, { bearer: k.body.apiKey })).body, {
+          decision: 'DENY',
+          reason,
+          provenance: 'revocation',
+        })
+        const listed = await api.get('/v1/revoked', { bearer: o.sponsorToken })
+        t.match(listed.body.revoked, [{ ...target, reason: 'incident 7', revokedAt: Number }])
+        const back = await api.post('/v1/reinstate', body, { bearer: o.sponsorToken })
+        t.equal(back.status, 200)
+        t.same(back.body.reinstated, target)
+        t.match((await api.post('/v1/check', { verb: 'verify' }, { bearer: k.body.apiKey })).body, {
+          decision: 'ALLOW',
+        })
+        const again = await api.post('/v1/reinstate', body, { bearer: o.sponsorToken })
+        t.same([again.status, again.body.code], [404, 'not_revoked'])
+      }
+      const kinds = (
+        await cp.database.sql<
+          { kind: string }[]
+        >`select kind from receipts where tenant_id = ${o.tenantId} and kind in ('REVOKE', 'REINSTATE') order by seq`
+      ).map((r) => r.kind)
+      t.same(kinds, ['REVOKE', 'REINSTATE', 'REVOKE', 'REINSTATE', 'REVOKE', 'REINSTATE'])
+      for (const body of [
+        {},
+        { principalId: p.body.principalId, keyId: k.body.keyId },
+        { all: false },
+        { principalId: 'prn_nope' },
+        { keyId: 'key_nope' },
+      ]) {
+        const r = await api.post('/v1/revoke', body, { bearer: o.sponsorToken })
+        t.ok([400, 404].includes(r.status), `${JSON.stringify(body)} → ${r.status}`)
+      }
+      const other = await api.newTenant()
+      t.equal(
+        (await api.post('/v1/revoke', { principalId: other.principalId }, { bearer: o.sponsorToken })).status,
+        404,
+        "another tenant's principal",
+      )
+      for (const [m, u] of [
+        ['POST', '/v1/revoke'],
+        ['POST', '/v1/reinstate'],
+        ['GET', '/v1/revoked'],
+      ]) {
+        const r = await api.call(m as string, u as string, m === 'POST' ? { all: true } : undefined, {
+          bearer: o.apiKey,
+        })
+        t.same([r.status, r.body.error], [401, 'sponsor token required'], `${m} ${u}`)
+      }
+    })
+
+    t.test('a check right after a policy PUT or a revoke is decided under the new state', async (t) => {
+      const o = await api.newTenant()
+      for (let i = 0; i < 15; i++) {
+        await api.put('/v1/policy', { verify: 'allow' }, { bearer: o.apiKey })
+        t.equal(
+          (await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body.decision,
+          'ALLOW',
+        )
+        await api.put('/v1/policy', { verify: 'deny' }, { bearer: o.apiKey })
+        t.equal((await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body.decision, 'DENY')
+      }
+      const before = (await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body
+        .policyVersion
+      await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
+      const after = await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })
+      t.match(after.body, { decision: 'DENY', reason: 'sponsor_revoked_tenant' })
+      t.ok(after.body.policyVersion > before, 'the decision records the newer version')
+    })
+  })
+}
+
+t.test('tokens: every verify reason', async (t) => {
+  const { api, clock } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  const issue = async (key = o.apiKey) =>
+    (await api.post('/v1/check', { verb: 'verify', target: 't-1' }, { bearer: key })).body.token as string
+  const token = await issue()
+  t.same((await api.post('/v1/tokens/verify', { token }, { bearer: o.apiKey })).body, {
+    valid: true,
+    tenantId: o.tenantId,
+    principalId: o.principalId,
+    keyId: o.keyId,
+    verb: 'verify',
+    target: 't-1',
+    expiresAt: Math.floor(clock.nowMs() / 1000) + 60,
+  })
+  const reason = async (tok: string, key = o.apiKey) =>
+    (await api.post('/v1/tokens/verify', { token: tok }, { bearer: key })).body
+  t.same(await reason('nonsense'), { valid: false, reason: 'malformed' })
+  t.same(await reason('wgt_e30.e30'), { valid: false, reason: 'malformed' })
+  const [payload, sig] = token.slice(4).split('.') as [string, string]
+  const forged = Buffer.from(
+    JSON.stringify({ ...JSON.parse(Buffer.from(payload, 'base64url').toString()), verb: 'refund' }),
+  ).toString('base64url')
+  t.same(await reason(`wgt_${forged}.${sig}`), { valid: false, reason: 'bad_signature' })
+  const other = await api.newTenant()
+  t.same(await reason(token, other.apiKey), { valid: false, reason: 'wrong_tenant' })
+  ;(clock as ManualClock).advance(61_000)
+  t.same(await reason(token), { valid: false, reason: 'expired' })
+  ;(clock as ManualClock).advance(-61_000)
+  const second = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  const t2 = await issue(second.body.apiKey)
+  await api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  t.same(await reason(t2), { valid: false, reason: 'revoked' }, 'revoked after issue')
+  await api.post('/v1/reinstate', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  t.same((await reason(t2)).valid, true)
+  t.equal(
+    (await api.post('/v1/tokens/verify', { token }, { bearer: o.sponsorToken })).status,
+    401,
+    'only a bad API key gives 401',
+  )
+})
+
+t.test('checks with a request get a lease; STEP_UP with a tool stages an action', async (t) => {
+  const { api, cp, tenant } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) => ({
+    passthrough: [],
+    systems: [
+      {
+        systemId: 'sys_billing',
+        tenantId,
+        upstream: 'http://127.0.0.1:9',
+        reads: 'pass',
+        routes: [],
+        tools: [
+          {
+            name: 'issue_refund',
+            verb: 'refund',
+            method: 'POST',
+            pathTemplate: '/v1/refunds',
+            params: {
+              type: 'object',
+              required: ['charge'],
+              additionalProperties: false,
+              properties: { charge: { type: 'string' }, amount: { type: 'integer' } },
+            },
+          },
+        ],
+      },
+    ],
+  }))
+  const key = tenant.apiKey
+  const leased = await api.post(
+    '/v1/check',
+    {
+      verb: 'verify',
+      request: { systemId: 'sys_billing', method: 'POST', path: '/v1/refunds', body: { charge: 'ch_1' } },
+    },
+    { bearer: key },
+  )
+  t.match(leased.body, { decision: 'ALLOW', leaseId: /^lse_/, token: /^wgt_/ })
+  const lease = await cp.database
+    .sql`select system_id, binding, used_at from leases where id = ${leased.body.leaseId}`
+  t.match(lease[0], { system_id: 'sys_billing', used_at: null })
+  t.equal(
+    (
+      await api.post(
+        '/v1/check',
+        { verb: 'verify', request: { systemId: 'sys_other', method: 'POST', path: '/v1/x' } },
+        { bearer: key },
+      )
+    ).body.code,
+    'unknown_system',
+  )
+  t.equal(
+    (
+      await api.post(
+        '/v1/check',
+        { verb: 'verify', request: { systemId: 'sys_billing', method: 'POST', path: '/x' } },
+        { bearer: key },
+      )
+    ).status,
+    400,
+  )
+
+  const staged = await api.post(
+    '/v1/check',
+    { verb: 'refund', target: 'ch_1', tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 5 } } },
+    { bearer: key },
+  )
+  t.match(staged.body, { decision: 'STEP_UP', actionId: /^act_/ })
+  const rows = await cp.database.sql<
+    { kind: string; body: string }[]
+  >`select kind, body from receipts where tenant_id = ${tenant.tenantId} order by seq desc limit 2`
+  t.same(rows.map((r) => r.kind).reverse(), ['CHECK', 'ACTION_STAGED'])
+  t.match(JSON.parse(rows[0]!.body).detail, {
+    actionId: staged.body.actionId,
+    tool: 'issue_refund',
+    params: { charge: 'ch_1', amount: 5 },
+    checkReceiptId: staged.body.receiptId,
+  })
+  const bad = await api.post(
+    '/v1/check',
+    { verb: 'refund', tool: { name: 'issue_refund', params: { charge: 'ch_1', evil: true } } },
+    { bearer: key },
+  )
+  t.same([bad.status, bad.body.code], [400, 'invalid_params'])
+  t.match(bad.body.issues, [{ message: 'unknown key evil' }])
+  t.equal(
+    (await api.post('/v1/check', { verb: 'refund', tool: { name: 'nope', params: {} } }, { bearer: key }))
+      .body.code,
+    'unknown_tool',
+  )
+})
+
+t.test('sandbox: keyless 90-second demo grants, demo_write on demo- only, limited per IP', async (t) => {
+  const { api } = await startControlPlane(t, 'pglite-memory', {
+    settings: { sandbox: { perIpPerMinute: 3 } },
+  })
+  const r = await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-1' })
+  t.equal(r.status, 201)
+  t.match(r.body, {
+    grantId: /^grt_/,
+    verb: 'demo_write',
+    target: 'demo-1',
+    ttlSeconds: 90,
+    expiresAt: Number,
+  })
+  for (const body of [
+    { verb: 'refund', target: 'demo-1' },
+    { verb: 'demo_write', target: 'prod-1' },
+    { verb: 'demo_write' },
+    { verb: 'demo_write', target: 'demo-1', x: 1 },
+    undefined,
+  ]) {
+    t.equal((await api.post('/v1/sandbox', body)).status, 400, JSON.stringify(body))
+  }
+  t.equal((await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-2' })).status, 201)
+  t.equal((await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-3' })).status, 201)
+  const limited = await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-4' })
+  t.same([limited.status, limited.body.code], [429, 'rate_limited'])
+  t.equal(
+    (
+      await api.post(
+        '/v1/sandbox',
+        { verb: 'demo_write', target: 'demo-4' },
+        { remoteAddress: '198.51.100.9' },
+      )
+    ).status,
+    201,
+  )
+})

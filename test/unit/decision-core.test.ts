@@ -1,0 +1,370 @@
+import fc from 'fast-check'
+import t from 'tap'
+import { evaluate, settleGrant } from '../../src/core/evaluate.js'
+import {
+  checkPolicyBody,
+  foldLayers,
+  mergePolicy,
+  type PolicyLayer,
+  principalStack,
+  resolveMode,
+} from '../../src/core/policy-layers.js'
+import { CompiledSnapshot, type TenantSnapshot } from '../../src/core/snapshot.js'
+import { BUILTIN_VERBS, type CustomVerb, MODES, type Mode, Vocabulary } from '../../src/core/verbs.js'
+
+const mode = fc.constantFrom(...MODES)
+const customName = fc.stringMatching(/^[a-z][a-z0-9_]{0,6}\.[a-z][a-z0-9_]{0,6}$/)
+const liveVerb = (name: string): CustomVerb => ({
+  name,
+  description: '',
+  status: 'live',
+  aliasOf: null,
+  createdAt: 1,
+  deprecatedAt: null,
+})
+
+const vocabArb = fc
+  .uniqueArray(customName, { maxLength: 8 })
+  .map((names) => new Vocabulary(names.map(liveVerb)))
+const layerArb = (vocab: Vocabulary) =>
+  fc
+    .dictionary(fc.constantFrom(...vocab.liveVerbs()), mode)
+    .map((policy): PolicyLayer => ({ policy, version: 1, updatedAt: 1 }))
+
+t.test('layer precedence: principal over environment over tenant over the default', async (t) => {
+  fc.assert(
+    fc.property(
+      vocabArb.chain((vocab) =>
+        fc.tuple(
+          fc.constant(vocab),
+          layerArb(vocab),
+          fc.option(layerArb(vocab), { nil: undefined }),
+          fc.option(layerArb(vocab), { nil: undefined }),
+        ),
+      ),
+      ([vocab, tenant, environment, principal]) => {
+        const { effectivePolicy, policyProvenance } = foldLayers(vocab, { tenant, environment, principal })
+        for (const verb of vocab.liveVerbs()) {
+          const expected =
+            principal?.policy[verb] !== undefined
+              ? [principal.policy[verb], 'principal']
+              : environment?.policy[verb] !== undefined
+                ? [environment.policy[verb], 'environment']
+                : tenant.policy[verb] !== undefined
+                  ? [tenant.policy[verb], 'tenant']
+                  : [vocab.defaultMode(verb), 'tenant']
+          if (effectivePolicy[verb] !== expected[0] || policyProvenance[verb] !== expected[1]) return false
+        }
+        return Object.keys(effectivePolicy).length === vocab.liveVerbs().length
+      },
+    ),
+  )
+  t.pass('holds')
+})
+
+t.test('defaults: built-ins as documented, custom verbs deny', async (t) => {
+  const vocab = new Vocabulary([liveVerb('billing.refund')])
+  const { effectivePolicy } = foldLayers(vocab, { tenant: { policy: {}, version: 0, updatedAt: null } })
+  t.same(effectivePolicy, { ...BUILTIN_VERBS, 'billing.refund': 'deny' })
+  t.same(BUILTIN_VERBS, {
+    admit: 'step_up',
+    prescribe: 'step_up',
+    provision: 'require_grant',
+    refund: 'step_up',
+    verify: 'allow',
+    verify_human: 'allow',
+  })
+})
+
+t.test('inherit removes exactly one verb and leaves every other verb as it was', async (t) => {
+  fc.assert(
+    fc.property(
+      vocabArb.chain((vocab) =>
+        fc.tuple(
+          fc.constant(vocab),
+          layerArb(vocab).filter((l) => Object.keys(l.policy).length > 0),
+        ),
+      ),
+      fc.nat(),
+      ([vocab, layer], pick) => {
+        const verbs = Object.keys(layer.policy)
+        const target = verbs[pick % verbs.length] as string
+        const check = checkPolicyBody(vocab, { [target]: 'inherit' }, 'principal')
+        if (!check.ok) return false
+        const next = mergePolicy(layer.policy, check.entries)
+        const { [target]: _, ...rest } = layer.policy
+        return (
+          !(target in next) &&
+          JSON.stringify(Object.entries(next).sort()) === JSON.stringify(Object.entries(rest).sort())
+        )
+      },
+    ),
+  )
+  t.same(
+    checkPolicyBody(new Vocabulary([]), { refund: 'inherit' }, 'tenant'),
+    { ok: false, problem: { code: 'unknown_mode', verbs: ['refund'], modes: ['inherit'] } },
+    'inherit is for principal overrides only',
+  )
+})
+
+t.test('aliases resolve to their live verb, through chains, case-insensitively', async (t) => {
+  fc.assert(
+    fc.property(fc.uniqueArray(customName, { minLength: 2, maxLength: 6 }), (names) => {
+      // names[0] renamed to names[1], then to names[2], ...: every old name is an alias of the next.
+      const verbs: CustomVerb[] = names.map((name, i) =>
+        i < names.length - 1
+          ? { ...liveVerb(name), status: 'deprecated', aliasOf: names[i + 1] as string, deprecatedAt: 2 }
+          : liveVerb(name),
+      )
+      const vocab = new Vocabulary(verbs)
+      const live = names.at(-1) as string
+      return names.every(
+        (n) => vocab.resolve(n.toUpperCase())?.canonical === live && vocab.resolve(n)?.requested === n,
+      )
+    }),
+  )
+  const v = new Vocabulary([
+    { ...liveVerb('a.b'), status: 'deprecated', aliasOf: 'c.d' },
+    { ...liveVerb('c.d'), status: 'deprecated', aliasOf: 'a.b' },
+  ])
+  t.equal(v.resolve('a.b'), null, 'an alias cycle never resolves')
+  t.equal(v.resolve('nope.nope'), null)
+  t.equal(v.resolve('Refund')?.canonical, 'refund')
+})
+
+function snapshot(over: Partial<TenantSnapshot> = {}): TenantSnapshot {
+  return {
+    tenantId: 'ten_a',
+    version: 7,
+    builtAt: 0,
+    policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
+    verbs: [],
+    principals: { prn_a: { name: 'a', disabled: false, deleted: false } },
+    keys: { key_a: { principalId: 'prn_a', revoked: false, scope: 'admin' } },
+    roster: { all: false, principals: [], keys: [] },
+    grants: [],
+    ...over,
+  }
+}
+const input = { keyId: 'key_a', verb: 'verify', target: null, environment: null, grantId: null }
+
+t.test('an inert override never applies', async (t) => {
+  fc.assert(
+    fc.property(fc.constantFrom('disabled', 'deleted'), mode, mode, (state, overrideMode, tenantMode) => {
+      const raw = snapshot({
+        principals: { prn_a: { name: 'a', disabled: state === 'disabled', deleted: state === 'deleted' } },
+        policies: {
+          tenant: { policy: { verify: tenantMode }, version: 1, updatedAt: 1 },
+          environments: {},
+          principals: { prn_a: { policy: { verify: overrideMode }, version: 3, updatedAt: 1 } },
+        },
+      })
+      const e = evaluate(new CompiledSnapshot(raw), input, 100)
+      const vocab = new Vocabulary([])
+      const view = foldLayers(
+        vocab,
+        principalStack(raw.policies.tenant, undefined, raw.policies.principals.prn_a, true),
+      )
+      return (
+        e.kind === 'decided' &&
+        e.outcome.decision === 'DENY' &&
+        e.outcome.provenance === 'principal_inactive' &&
+        view.effectivePolicy.verify === tenantMode &&
+        view.policyProvenance.verify === 'tenant'
+      )
+    }),
+  )
+  t.pass('holds')
+})
+
+t.test('evaluation order: dead key, then roster, then the mode', async (t) => {
+  const allow: PolicyLayer = { policy: { verify: 'allow' }, version: 1, updatedAt: 1 }
+  const cases: [string, Partial<TenantSnapshot>, string, string][] = [
+    [
+      'revoked key beats the roster',
+      {
+        keys: { key_a: { principalId: 'prn_a', revoked: true, scope: 'admin' } },
+        roster: { all: true, principals: [], keys: [] },
+      },
+      'key_revoked',
+      'revocation',
+    ],
+    [
+      'disabled principal',
+      { principals: { prn_a: { name: 'a', disabled: true, deleted: false } } },
+      'principal_disabled',
+      'principal_inactive',
+    ],
+    [
+      'deleted principal',
+      { principals: { prn_a: { name: 'a', disabled: false, deleted: true } } },
+      'principal_deleted',
+      'principal_inactive',
+    ],
+    [
+      'whole tenant on the roster',
+      { roster: { all: true, principals: [], keys: [] } },
+      'sponsor_revoked_tenant',
+      'revocation',
+    ],
+    [
+      'principal on the roster',
+      { roster: { all: false, principals: ['prn_a'], keys: [] } },
+      'sponsor_revoked_principal',
+      'revocation',
+    ],
+    [
+      'key on the roster',
+      { roster: { all: false, principals: [], keys: ['key_a'] } },
+      'sponsor_revoked_key',
+      'revocation',
+    ],
+    ['unknown key', { keys: {} }, 'key_unknown', 'revocation'],
+  ]
+  for (const [label, over, reason, provenance] of cases) {
+    const e = evaluate(
+      new CompiledSnapshot(
+        snapshot({ ...over, policies: { tenant: allow, environments: {}, principals: { prn_a: allow } } }),
+      ),
+      input,
+      100,
+    )
+    t.match(
+      e,
+      { kind: 'decided', outcome: { decision: 'DENY', reason, provenance, policyVersion: 7 } },
+      label,
+    )
+  }
+  const modes: [Mode, string, string][] = [
+    ['allow', 'ALLOW', 'policy_allow'],
+    ['deny', 'DENY', 'policy_deny'],
+    ['step_up', 'STEP_UP', 'step_up_required'],
+    ['require_grant', 'DENY', 'grant_required'],
+  ]
+  for (const [m, decision, reason] of modes) {
+    const e = evaluate(
+      new CompiledSnapshot(
+        snapshot({
+          policies: {
+            tenant: { policy: { verify: m }, version: 2, updatedAt: 1 },
+            environments: {},
+            principals: {},
+          },
+        }),
+      ),
+      input,
+      100,
+    )
+    t.match(
+      e,
+      {
+        kind: 'decided',
+        outcome: { decision, reason, mode: m, provenance: 'tenant', layers: { tenant: 2, principal: 0 } },
+      },
+      m,
+    )
+  }
+  t.same(evaluate(new CompiledSnapshot(snapshot()), { ...input, verb: 'made.up' }, 100), {
+    kind: 'unknown_verb',
+    verb: 'made.up',
+  })
+})
+
+t.test(
+  'require_grant: matching grants become candidates, presented first; settled by the commit',
+  async (t) => {
+    const grants = [
+      {
+        grantId: 'grt_any',
+        verb: 'provision',
+        target: null,
+        principalId: null,
+        environment: null,
+        expiresAt: 500,
+      },
+      {
+        grantId: 'grt_soon',
+        verb: 'provision',
+        target: null,
+        principalId: 'prn_a',
+        environment: null,
+        expiresAt: 200,
+      },
+      {
+        grantId: 'grt_otherTarget',
+        verb: 'provision',
+        target: 'x',
+        principalId: null,
+        environment: null,
+        expiresAt: 300,
+      },
+      {
+        grantId: 'grt_otherPrincipal',
+        verb: 'provision',
+        target: null,
+        principalId: 'prn_b',
+        environment: null,
+        expiresAt: 300,
+      },
+      {
+        grantId: 'grt_prod',
+        verb: 'provision',
+        target: null,
+        principalId: null,
+        environment: 'prod' as const,
+        expiresAt: 300,
+      },
+      {
+        grantId: 'grt_expired',
+        verb: 'provision',
+        target: null,
+        principalId: null,
+        environment: null,
+        expiresAt: 100,
+      },
+      {
+        grantId: 'grt_otherVerb',
+        verb: 'admit',
+        target: null,
+        principalId: null,
+        environment: null,
+        expiresAt: 300,
+      },
+    ]
+    const snap = new CompiledSnapshot(snapshot({ grants }))
+    const e = evaluate(snap, { ...input, verb: 'provision', target: 'y', grantId: 'grt_any' }, 100)
+    t.match(e, { kind: 'needs_grant', candidates: ['grt_any', 'grt_soon'] })
+    if (e.kind !== 'needs_grant') throw new Error('unreachable')
+    t.match(settleGrant(e, 'grt_soon'), {
+      decision: 'ALLOW',
+      provenance: 'grant',
+      reason: 'grant_consumed',
+      grantId: 'grt_soon',
+    })
+    t.match(settleGrant(e, null), {
+      decision: 'DENY',
+      reason: 'grant_required',
+      mode: 'require_grant',
+      provenance: 'tenant',
+    })
+    t.match(evaluate(snap, { ...input, verb: 'provision', environment: 'prod' }, 100), {
+      kind: 'needs_grant',
+      candidates: ['grt_soon', 'grt_prod', 'grt_any'],
+    })
+  },
+)
+
+t.test('resolveMode ignores layers that do not set the verb', async (t) => {
+  const vocab = new Vocabulary([])
+  t.same(
+    resolveMode(
+      vocab,
+      {
+        tenant: { policy: {}, version: 0, updatedAt: null },
+        environment: { policy: { admit: 'allow' }, version: 1, updatedAt: 1 },
+      },
+      'admit',
+    ),
+    { mode: 'allow', provenance: 'environment' },
+  )
+})

@@ -1,0 +1,12 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { REASONS } from '../../src/core/reasons.js'
+
+t.test('docs/decisions.md documents every decision reason, and only those', async (t) => {
+  const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'decisions.md'), 'utf8')
+  const documented = new Set(
+    [...doc.matchAll(/^\| `([a-z_]+)` \| (?:ALLOW|DENY|STEP_UP) \|/gm)].map((m) => m[1]),
+  )
+  t.same([...documented].sort(), Object.keys(REASONS).sort())
+})
