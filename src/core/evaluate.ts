@@ -79,14 +79,8 @@ export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: 
     outcome: { ...base, decision: 'DENY', mode, provenance, reason, layers },
   })
 
-  if (!key || !principal || !principalId) return deny('revocation', 'key_unknown')
-  if (key.revoked) return deny('revocation', 'key_revoked')
-  if (principal.deleted) return deny('principal_inactive', 'principal_deleted')
-  if (principal.disabled) return deny('principal_inactive', 'principal_disabled')
-
-  if (snap.raw.roster.all) return deny('revocation', 'sponsor_revoked_tenant')
-  if (snap.rosterPrincipals.has(principalId)) return deny('revocation', 'sponsor_revoked_principal')
-  if (snap.rosterKeys.has(input.keyId)) return deny('revocation', 'sponsor_revoked_key')
+  const barred = standingOf(snap, input.keyId)
+  if (barred || !principalId) return deny(barred?.provenance ?? 'revocation', barred?.reason ?? 'key_unknown')
 
   const stack: LayerStack = {
     tenant: snap.raw.policies.tenant,
@@ -122,6 +116,29 @@ export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: 
       return { kind: 'needs_grant', candidates, otherwise: otherwise.outcome }
     }
   }
+}
+
+export interface Barred {
+  reason: Reason
+  provenance: Provenance
+}
+
+/**
+ * Steps 1 and 2 of the evaluation order alone: may this key act at all? Null when it may.
+ * Execute and approvals use it to refuse a write whose key was revoked after its ALLOW.
+ */
+export function standingOf(snap: CompiledSnapshot, keyId: string): Barred | null {
+  const key = snap.raw.keys[keyId]
+  const principal = key ? snap.raw.principals[key.principalId] : undefined
+  if (!key || !principal) return { reason: 'key_unknown', provenance: 'revocation' }
+  if (key.revoked) return { reason: 'key_revoked', provenance: 'revocation' }
+  if (principal.deleted) return { reason: 'principal_deleted', provenance: 'principal_inactive' }
+  if (principal.disabled) return { reason: 'principal_disabled', provenance: 'principal_inactive' }
+  if (snap.raw.roster.all) return { reason: 'sponsor_revoked_tenant', provenance: 'revocation' }
+  if (snap.rosterPrincipals.has(key.principalId))
+    return { reason: 'sponsor_revoked_principal', provenance: 'revocation' }
+  if (snap.rosterKeys.has(keyId)) return { reason: 'sponsor_revoked_key', provenance: 'revocation' }
+  return null
 }
 
 /** The final outcome once the commit has (or has not) consumed a grant. */

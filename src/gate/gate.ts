@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
-import { type CheckInput, evaluate, type Outcome, settleGrant } from '../core/evaluate.js'
+import { type CheckInput, evaluate, type Outcome, settleGrant, standingOf } from '../core/evaluate.js'
 import { quotaPeriod, quotaResetsAt } from '../core/quota.js'
+import type { Reason } from '../core/reasons.js'
 import type { ReceiptDraft } from '../core/receipt.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
-import type { HotStore } from '../store/ports/hot-store.js'
+import type { CommitRequest, CommitResult, HotStore } from '../store/ports/hot-store.js'
 import type { GateEvents } from './gate-events.js'
 import type { SnapshotCache } from './snapshot-cache.js'
 
@@ -22,10 +23,15 @@ export interface GateRequest extends CheckInput {
   receiptFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => ReceiptDraft
 }
 
+export type Unavailable = {
+  kind: 'unavailable'
+  reason: 'no_snapshot' | 'store_unreachable' | 'commit_conflict'
+}
+
 export type GateResult =
   | { kind: 'unknown_verb'; verb: string }
   | { kind: 'quota_exhausted'; limit: number; used: number; resetsAt: number }
-  | { kind: 'unavailable'; reason: 'no_snapshot' | 'store_unreachable' | 'commit_conflict' }
+  | Unavailable
   | {
       kind: 'decided'
       outcome: Outcome
@@ -34,13 +40,31 @@ export type GateResult =
       quotaUsed: number | null
     }
 
+export type StandingResult =
+  | { kind: 'in_good_standing'; policyVersion: number }
+  | { kind: 'barred'; reason: Reason; policyVersion: number }
+  | Unavailable
+
 export interface Gate {
   decide(req: GateRequest): Promise<GateResult>
+  /**
+   * Is the key still allowed to act (not revoked, disabled, deleted or on the roster), judged
+   * under a snapshot the hot store confirms is current? No quota, no grant, no mode.
+   */
+  standing(tenantId: string, keyId: string): Promise<StandingResult>
   /** Undo a committed decision whose receipt could not be made durable (API path). */
   release(req: GateRequest, result: Extract<GateResult, { kind: 'decided' }>): Promise<void>
 }
 
 const MAX_ATTEMPTS = 5
+
+/** What one attempt under a snapshot wants: either an answer now, or a commit to try. */
+type Attempt<T> =
+  | { done: T }
+  | {
+      commit: Omit<CommitRequest, 'tenantId' | 'version'>
+      then: (r: Extract<CommitResult, { status: 'committed' | 'quota_exhausted' }>) => T
+    }
 
 /**
  * The one decision pipeline, shared by POST /v1/check, the proxy, execute and approvals:
@@ -57,89 +81,105 @@ export function createGate(deps: {
   events: GateEvents
 }): Gate {
   const { hot, snapshots, clock, events } = deps
+
+  const unavailable = (reason: Unavailable['reason']): Unavailable => {
+    events.failedClosed({ reason })
+    return { kind: 'unavailable', reason }
+  }
+
+  /** Runs `attempt` under the current snapshot until its commit lands on that same version. */
+  async function underCurrentSnapshot<T>(
+    tenantId: string,
+    attempt: (snap: CompiledSnapshot) => Attempt<T>,
+  ): Promise<T | Unavailable> {
+    for (let i = 0; i < MAX_ATTEMPTS; i++) {
+      let snap: CompiledSnapshot | null
+      try {
+        snap = await snapshots.get(tenantId)
+      } catch {
+        return unavailable('store_unreachable')
+      }
+      if (!snap) return unavailable('no_snapshot')
+      const step = attempt(snap)
+      if ('done' in step) return step.done
+      let result: CommitResult
+      try {
+        result = await hot.commit({ tenantId, version: snap.version, ...step.commit })
+      } catch {
+        return unavailable('store_unreachable')
+      }
+      if (result.status !== 'stale') return step.then(result)
+      events.commitRetried({ tenantId })
+      snapshots.invalidate(tenantId, result.currentVersion ?? undefined)
+      if (result.currentVersion === null) snapshots.invalidate(tenantId)
+    }
+    return unavailable('commit_conflict')
+  }
+
+  const quotaFor = (req: GateRequest, now: number) =>
+    req.chargeQuota ? { keyId: req.keyId, period: quotaPeriod(now), limit: deps.quotaLimit } : null
+
   return {
-    async decide(req) {
-      for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-        let snap: CompiledSnapshot | null
-        try {
-          snap = await snapshots.get(req.tenantId)
-        } catch {
-          events.failedClosed({ reason: 'store_unreachable' })
-          return { kind: 'unavailable', reason: 'store_unreachable' }
-        }
-        if (!snap) {
-          events.failedClosed({ reason: 'no_snapshot' })
-          return { kind: 'unavailable', reason: 'no_snapshot' }
-        }
+    decide(req) {
+      return underCurrentSnapshot<GateResult>(req.tenantId, (snap) => {
         const now = nowSeconds(clock)
         const t0 = performance.now()
         const evaluation = evaluate(snap, req, now)
         const decideSeconds = (performance.now() - t0) / 1000
-        if (evaluation.kind === 'unknown_verb') return { kind: 'unknown_verb', verb: evaluation.verb }
-
+        if (evaluation.kind === 'unknown_verb')
+          return { done: { kind: 'unknown_verb', verb: evaluation.verb } }
         const candidates = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
-        const quota = req.chargeQuota
-          ? { keyId: req.keyId, period: quotaPeriod(now), limit: deps.quotaLimit }
-          : null
-        let receipt: { otherwise: ReceiptDraft; ifGranted?: ReceiptDraft } | undefined
+        let receipt: CommitRequest['receipt']
         if (req.receiptFor) {
-          const s = snap
-          receipt = { otherwise: req.receiptFor(settleGrant(evaluation, null), s) }
+          receipt = { otherwise: req.receiptFor(settleGrant(evaluation, null), snap) }
           if (evaluation.kind === 'needs_grant')
-            receipt.ifGranted = req.receiptFor(settleGrant(evaluation, candidates[0] ?? null), s)
+            receipt.ifGranted = req.receiptFor(settleGrant(evaluation, candidates[0] ?? null), snap)
         }
-        let result: Awaited<ReturnType<HotStore['commit']>>
-        try {
-          result = await hot.commit({
-            tenantId: req.tenantId,
-            version: snap.version,
-            quota,
-            grantCandidates: candidates,
-            ...(receipt ? { receipt } : {}),
-          })
-        } catch {
-          events.failedClosed({ reason: 'store_unreachable' })
-          return { kind: 'unavailable', reason: 'store_unreachable' }
-        }
-        if (result.status === 'stale') {
-          events.commitRetried({ tenantId: req.tenantId })
-          snapshots.invalidate(req.tenantId, result.currentVersion ?? undefined)
-          if (result.currentVersion === null) snapshots.invalidate(req.tenantId)
-          continue
-        }
-        if (result.status === 'quota_exhausted') {
-          return {
-            kind: 'quota_exhausted',
-            limit: result.limit,
-            used: Math.min(result.used, result.limit),
-            resetsAt: quotaResetsAt(now),
-          }
-        }
-        const outcome = settleGrant(evaluation, result.grantId)
-        events.decided({
-          decision: outcome.decision,
-          verb: outcome.verb,
-          system: req.systemId ?? null,
-          decideSeconds,
-        })
         return {
-          kind: 'decided',
-          outcome,
-          snapshot: snap,
-          receipt: result.receipt,
-          quotaUsed: result.quotaUsed,
+          commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(receipt ? { receipt } : {}) },
+          then: (result) => {
+            if (result.status === 'quota_exhausted') {
+              return {
+                kind: 'quota_exhausted',
+                limit: result.limit,
+                used: Math.min(result.used, result.limit),
+                resetsAt: quotaResetsAt(now),
+              }
+            }
+            const outcome = settleGrant(evaluation, result.grantId)
+            events.decided({
+              decision: outcome.decision,
+              verb: outcome.verb,
+              system: req.systemId ?? null,
+              decideSeconds,
+            })
+            return {
+              kind: 'decided',
+              outcome,
+              snapshot: snap,
+              receipt: result.receipt,
+              quotaUsed: result.quotaUsed,
+            }
+          },
         }
-      }
-      events.failedClosed({ reason: 'commit_conflict' })
-      return { kind: 'unavailable', reason: 'commit_conflict' }
+      })
+    },
+
+    standing(tenantId, keyId) {
+      return underCurrentSnapshot<StandingResult>(tenantId, (snap) => {
+        const barred = standingOf(snap, keyId)
+        return {
+          commit: { quota: null, grantCandidates: [] },
+          then: () =>
+            barred
+              ? { kind: 'barred', reason: barred.reason, policyVersion: snap.version }
+              : { kind: 'in_good_standing', policyVersion: snap.version },
+        }
+      })
     },
 
     async release(req, result) {
-      const now = nowSeconds(clock)
-      const quota = req.chargeQuota
-        ? { keyId: req.keyId, period: quotaPeriod(now), limit: deps.quotaLimit }
-        : null
-      await hot.release(req.tenantId, quota, result.outcome.grantId)
+      await hot.release(req.tenantId, quotaFor(req, nowSeconds(clock)), result.outcome.grantId)
     },
   }
 }
