@@ -63,7 +63,7 @@ type Attempt<T> =
   | { done: T }
   | {
       commit: Omit<CommitRequest, 'tenantId' | 'version'>
-      then: (r: Extract<CommitResult, { status: 'committed' | 'quota_exhausted' }>) => T
+      settle: (r: Extract<CommitResult, { status: 'committed' | 'quota_exhausted' }>) => T
     }
 
 /**
@@ -108,7 +108,7 @@ export function createGate(deps: {
       } catch {
         return unavailable('store_unreachable')
       }
-      if (result.status !== 'stale') return step.then(result)
+      if (result.status !== 'stale') return step.settle(result)
       events.commitRetried({ tenantId })
       snapshots.invalidate(tenantId, result.currentVersion ?? undefined)
       if (result.currentVersion === null) snapshots.invalidate(tenantId)
@@ -137,7 +137,7 @@ export function createGate(deps: {
         }
         return {
           commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(receipt ? { receipt } : {}) },
-          then: (result) => {
+          settle: (result) => {
             if (result.status === 'quota_exhausted') {
               return {
                 kind: 'quota_exhausted',
@@ -170,7 +170,7 @@ export function createGate(deps: {
         const barred = standingOf(snap, keyId)
         return {
           commit: { quota: null, grantCandidates: [] },
-          then: () =>
+          settle: () =>
             barred
               ? { kind: 'barred', reason: barred.reason, policyVersion: snap.version }
               : { kind: 'in_good_standing', policyVersion: snap.version },
