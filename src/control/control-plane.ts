@@ -100,8 +100,8 @@ export async function createControlPlane(
     const hot =
       overrides.hot ??
       createMemoryHotStore({
-        receiptSink: async (r) => {
-          await audit.append([r])
+        receiptSink: async (receipts) => {
+          await audit.append(receipts)
         },
       })
     if (!overrides.hot) cleanups.push(() => hot.close())

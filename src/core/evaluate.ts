@@ -36,7 +36,13 @@ export type Evaluation =
   | { kind: 'unknown_verb'; verb: string }
   | { kind: 'decided'; outcome: Outcome }
   /** require_grant: ALLOW if the commit consumes one of `candidates` (best first), else `otherwise`. */
-  | { kind: 'needs_grant'; candidates: string[]; otherwise: Outcome }
+  | { kind: 'needs_grant'; candidates: GrantCandidate[]; otherwise: Outcome }
+
+/** A grant the commit may consume; its expiry bounds how long the consumption marker is kept. */
+export interface GrantCandidate {
+  grantId: string
+  expiresAt: number
+}
 
 function grantMatches(g: SnapshotGrant, principalId: string, input: CheckInput, nowSeconds: number): boolean {
   return (
@@ -109,7 +115,7 @@ export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: 
         .filter((g) => grantMatches(g, principalId, input, nowSeconds))
       const presented = matching.filter((g) => g.grantId === input.grantId)
       const candidates = [...presented, ...matching.filter((g) => g.grantId !== input.grantId)].map(
-        (g) => g.grantId,
+        (g): GrantCandidate => ({ grantId: g.grantId, expiresAt: g.expiresAt }),
       )
       const otherwise = decided('DENY', 'grant_required')
       if (candidates.length === 0 || otherwise.kind !== 'decided') return otherwise

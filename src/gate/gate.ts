@@ -20,7 +20,7 @@ export interface GateRequest extends CheckInput {
    * Proxy path: build the receipt for an outcome, so the commit makes it durable in the same
    * atomic step. The API path appends its receipt itself (to answer with its seq).
    */
-  receiptFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => ReceiptDraft
+  receiptFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => ReceiptDraft[]
 }
 
 export type Unavailable = {
@@ -36,7 +36,7 @@ export type GateResult =
       kind: 'decided'
       outcome: Outcome
       snapshot: CompiledSnapshot
-      receipt: ReceiptDraft | null
+      receipts: ReceiptDraft[]
       quotaUsed: number | null
     }
 
@@ -131,9 +131,14 @@ export function createGate(deps: {
         const candidates = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
         let receipt: CommitRequest['receipt']
         if (req.receiptFor) {
-          receipt = { otherwise: req.receiptFor(settleGrant(evaluation, null), snap) }
-          if (evaluation.kind === 'needs_grant')
-            receipt.ifGranted = req.receiptFor(settleGrant(evaluation, candidates[0] ?? null), snap)
+          const otherwise = req.receiptFor(settleGrant(evaluation, null), snap)
+          receipt =
+            evaluation.kind === 'needs_grant'
+              ? {
+                  otherwise,
+                  ifGranted: req.receiptFor(settleGrant(evaluation, candidates[0]?.grantId ?? null), snap),
+                }
+              : { otherwise }
         }
         return {
           commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(receipt ? { receipt } : {}) },
@@ -157,7 +162,7 @@ export function createGate(deps: {
               kind: 'decided',
               outcome,
               snapshot: snap,
-              receipt: result.receipt,
+              receipts: result.receipts,
               quotaUsed: result.quotaUsed,
             }
           },

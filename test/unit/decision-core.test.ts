@@ -333,7 +333,13 @@ t.test(
     ]
     const snap = new CompiledSnapshot(snapshot({ grants }))
     const e = evaluate(snap, { ...input, verb: 'provision', target: 'y', grantId: 'grt_any' }, 100)
-    t.match(e, { kind: 'needs_grant', candidates: ['grt_any', 'grt_soon'] })
+    t.match(e, {
+      kind: 'needs_grant',
+      candidates: [
+        { grantId: 'grt_any', expiresAt: 500 },
+        { grantId: 'grt_soon', expiresAt: 200 },
+      ],
+    })
     if (e.kind !== 'needs_grant') throw new Error('unreachable')
     t.match(settleGrant(e, 'grt_soon'), {
       decision: 'ALLOW',
@@ -349,7 +355,7 @@ t.test(
     })
     t.match(evaluate(snap, { ...input, verb: 'provision', environment: 'prod' }, 100), {
       kind: 'needs_grant',
-      candidates: ['grt_soon', 'grt_prod', 'grt_any'],
+      candidates: [{ grantId: 'grt_soon' }, { grantId: 'grt_prod' }, { grantId: 'grt_any' }],
     })
   },
 )

@@ -1,9 +1,9 @@
 import type { ReceiptDraft } from '../../core/receipt.js'
 import type { TenantSnapshot } from '../../core/snapshot.js'
-import type { CommitResult, HotStore, InvalidationListener } from '../ports/hot-store.js'
+import type { CommitResult, HotStore, InvalidationListener, KeyRef } from '../ports/hot-store.js'
 
 /** Where the memory store makes proxy receipts durable: the audit log, in the same process. */
-export type ReceiptSink = (receipt: ReceiptDraft) => Promise<void>
+export type ReceiptSink = (receipts: ReceiptDraft[]) => Promise<void>
 
 /**
  * Hot state for the single-process default. JavaScript runs one commit's checks and
@@ -15,6 +15,7 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
   /** Consumed grant ids, with their expiry so the set can be pruned. */
   const consumed = new Map<string, number>()
   const listeners = new Set<InvalidationListener>()
+  const keyIndex = new Map<string, KeyRef>()
   const quotaKey = (tenantId: string, keyId: string, period: string) => `${tenantId}:${keyId}:${period}`
 
   function prune(nowSeconds: number): void {
@@ -57,27 +58,23 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       if (req.quota && used >= req.quota.limit)
         return { status: 'quota_exhausted', used, limit: req.quota.limit }
       let grantId: string | null = null
-      for (const id of req.grantCandidates) {
-        if (!consumed.has(id)) {
-          grantId = id
+      for (const c of req.grantCandidates) {
+        if (!consumed.has(c.grantId)) {
+          grantId = c.grantId
+          consumed.set(c.grantId, c.expiresAt)
           break
         }
       }
-      if (grantId)
-        consumed.set(
-          grantId,
-          snap.grants.find((g) => g.grantId === grantId)?.expiresAt ?? Number.MAX_SAFE_INTEGER,
-        )
       if (qk) quota.set(qk, used + 1)
-      const receipt = req.receipt
+      const receipts = req.receipt
         ? grantId && req.receipt.ifGranted
           ? req.receipt.ifGranted
           : req.receipt.otherwise
-        : null
-      if (receipt) {
+        : []
+      if (receipts.length > 0) {
         if (!opts.receiptSink) throw new Error('memory hot store has no receipt sink')
         try {
-          await opts.receiptSink(receipt)
+          await opts.receiptSink(receipts)
         } catch (err) {
           // Not durable: undo, so nothing is counted or consumed for a write that will not happen.
           if (grantId) consumed.delete(grantId)
@@ -85,7 +82,7 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
           throw err
         }
       }
-      return { status: 'committed', grantId, quotaUsed: qk ? used + 1 : null, receipt }
+      return { status: 'committed', grantId, quotaUsed: qk ? used + 1 : null, receipts }
     },
 
     async release(tenantId, q, grantId) {
@@ -100,6 +97,17 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       const k = quotaKey(tenantId, keyId, period)
       if (!quota.has(k)) quota.set(k, used)
     },
+
+    async indexKey(secretHash, ref) {
+      keyIndex.set(secretHash, ref)
+    },
+
+    async resolveKey(secretHash) {
+      return keyIndex.get(secretHash) ?? null
+    },
+
+    // In one process, proxy receipts go straight to the audit log (the sink): nothing queues.
+    receiptQueue: null,
 
     async close() {
       listeners.clear()

@@ -1,3 +1,4 @@
+import type { GrantCandidate } from '../../core/evaluate.js'
 import type { ReceiptDraft } from '../../core/receipt.js'
 import type { TenantSnapshot } from '../../core/snapshot.js'
 
@@ -20,16 +21,16 @@ export interface CommitRequest {
   /** Count one check against this quota; null for paths that are not checks. */
   quota: QuotaCharge | null
   /** Grants that would turn a require_grant into ALLOW, best first; the first still unconsumed is consumed. */
-  grantCandidates: readonly string[]
+  grantCandidates: readonly GrantCandidate[]
   /**
-   * Proxy path only: the receipt to make durable in the same atomic step, before the write
+   * Proxy path only: the receipts to make durable in the same atomic step, before the write
    * may go upstream. `ifGranted` is used instead when a grant was consumed.
    */
-  receipt?: { otherwise: ReceiptDraft; ifGranted?: ReceiptDraft }
+  receipt?: { otherwise: ReceiptDraft[]; ifGranted?: ReceiptDraft[] }
 }
 
 export type CommitResult =
-  | { status: 'committed'; grantId: string | null; quotaUsed: number | null; receipt: ReceiptDraft | null }
+  | { status: 'committed'; grantId: string | null; quotaUsed: number | null; receipts: ReceiptDraft[] }
   /** The tenant moved on (or has no snapshot yet): refresh and decide again. */
   | { status: 'stale'; currentVersion: number | null }
   | { status: 'quota_exhausted'; used: number; limit: number }
@@ -53,5 +54,37 @@ export interface HotStore extends QuotaCounter {
   release(tenantId: string, quota: QuotaCharge | null, grantId: string | null): Promise<void>
   /** Sets a counter only if the store has none (after a restart or a data loss). */
   seedQuota(tenantId: string, keyId: string, period: string, used: number): Promise<void>
+  /** Lets a proxy find its tenant and key from its API key's hash, without Postgres. */
+  indexKey(secretHash: string, ref: KeyRef): Promise<void>
+  resolveKey(secretHash: string): Promise<KeyRef | null>
+  /** Receipts committed by proxies, waiting to be drained into the audit log. */
+  readonly receiptQueue: ReceiptQueue | null
   close(): Promise<void>
+}
+
+export interface KeyRef {
+  tenantId: string
+  keyId: string
+}
+
+export interface QueuedReceipts {
+  /** Opaque id to acknowledge. */
+  id: string
+  tenantId: string
+  receipts: ReceiptDraft[]
+}
+
+/**
+ * At-least-once hand-off from proxies to the audit log: entries stay until acknowledged
+ * (after the Postgres commit), and entries a crashed drainer held are claimed again.
+ */
+export interface ReceiptQueue {
+  /** Tenants that may have queued receipts (a hint; a periodic sweep covers lost hints). */
+  dirtyTenants(): Promise<string[]>
+  read(tenantId: string, consumer: string, count: number): Promise<QueuedReceipts[]>
+  ack(tenantId: string, ids: string[]): Promise<void>
+  /** Entries waiting across the given tenants. */
+  backlog(tenantIds: string[]): Promise<number>
+  /** Wakes a drainer when something was queued. */
+  onQueued(listener: () => void): () => void
 }

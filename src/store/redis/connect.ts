@@ -10,10 +10,11 @@ export interface RedisOptions {
  * A command connection. Commands fail fast instead of queueing while Redis is down:
  * the gate must answer 503 at once, not hang (fail closed).
  */
-export function connectRedis(opts: RedisOptions): Redis {
+export function connectRedis(opts: RedisOptions, role: 'commands' | 'subscriber' = 'commands'): Redis {
   return new Redis(opts.url, {
     lazyConnect: true,
-    enableOfflineQueue: false,
+    // A subscriber may queue its SUBSCRIBE until connected; commands must fail fast.
+    enableOfflineQueue: role === 'subscriber',
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: 2000,

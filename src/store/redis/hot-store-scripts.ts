@@ -1,0 +1,64 @@
+/**
+ * Lua scripts of the Redis hot store. Every key a script touches is passed in KEYS and
+ * carries the tenant's `{hash tag}`, so each script runs in one slot on Redis Cluster.
+ */
+
+/** KEYS: ver, snap. ARGV: version, snapshot JSON, channel, tenantId. Monotonic: never moves back. */
+export const PUBLISH = `
+local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
+local v = tonumber(ARGV[1])
+if cur >= v then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. ARGV[1])
+return 1
+`
+
+/**
+ * The atomic commit. KEYS: ver, quota counter, receipt stream, then one consumption marker
+ * per grant candidate. ARGV: version, quota limit (-1: not a check), quota TTL, n,
+ * n marker TTLs, n grant ids, receipts JSON ('' none), receipts-if-granted JSON ('' none).
+ * Returns {'stale', current} | {'quota', used, limit} | {'ok', grantId, used, streamId, variant}.
+ */
+export const COMMIT = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return {'stale', ''} end
+if cur ~= ARGV[1] then return {'stale', cur} end
+local limit = tonumber(ARGV[2])
+local used = 0
+if limit >= 0 then
+  used = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if used >= limit then return {'quota', tostring(used), tostring(limit)} end
+end
+local n = tonumber(ARGV[4])
+local granted = ''
+for i = 1, n do
+  if redis.call('SET', KEYS[3 + i], '1', 'NX', 'EX', tonumber(ARGV[4 + i])) then
+    granted = ARGV[4 + n + i]
+    break
+  end
+end
+if limit >= 0 then
+  redis.call('INCR', KEYS[2])
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+end
+local receipts = ARGV[5 + 2 * n]
+local variant = 'o'
+if granted ~= '' and ARGV[6 + 2 * n] ~= '' then
+  receipts = ARGV[6 + 2 * n]
+  variant = 'g'
+end
+local id = ''
+if receipts ~= '' then id = redis.call('XADD', KEYS[3], '*', 'r', receipts) end
+return {'ok', granted, tostring(used + 1), id, variant}
+`
+
+/** KEYS: quota counter (or none), grant marker (or none). ARGV: has quota, has grant. */
+export const RELEASE = `
+if ARGV[1] == '1' then
+  local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if v > 0 then redis.call('DECR', KEYS[1]) end
+end
+if ARGV[2] == '1' then redis.call('DEL', KEYS[2]) end
+return 1
+`

@@ -1,0 +1,261 @@
+import type { Redis } from 'ioredis'
+import type { ReceiptDraft } from '../../core/receipt.js'
+import type { TenantSnapshot } from '../../core/snapshot.js'
+import type {
+  CommitResult,
+  HotStore,
+  InvalidationListener,
+  KeyRef,
+  QueuedReceipts,
+  ReceiptQueue,
+} from '../ports/hot-store.js'
+import { COMMIT, PUBLISH, RELEASE } from './hot-store-scripts.js'
+
+/** Quota counters outlive their month by a few days, then expire on their own. */
+const QUOTA_TTL_SECONDS = 40 * 86400
+/** Consumption markers outlive their grant's expiry by this much. */
+const GRANT_MARKER_GRACE_SECONDS = 300
+const GROUP = 'drain'
+
+type Commands = Redis & {
+  wgPublish(
+    ver: string,
+    snap: string,
+    version: number,
+    json: string,
+    channel: string,
+    tenantId: string,
+  ): Promise<number>
+  wgCommit(numKeys: number, ...args: (string | number)[]): Promise<string[]>
+  wgRelease(q: string, g: string, hasQuota: string, hasGrant: string): Promise<number>
+}
+
+export interface RedisHotStoreOptions {
+  /** Command connection (fail-fast: no offline queue). */
+  redis: Redis
+  /** A dedicated connection for SUBSCRIBE (a subscribed connection can run nothing else). */
+  subscriber: Redis
+  keyPrefix: string
+  nowSeconds: () => number
+  /** Entries a consumer held this long without acknowledging are claimed by another drainer. */
+  claimIdleMs?: number
+}
+
+/**
+ * Redis hot store: per-tenant snapshots keyed by version, invalidation by pub/sub on every
+ * bump, and the commit as one Lua script. Keys are hash-tagged per tenant (Redis Cluster).
+ */
+export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
+  const r = opts.redis as Commands
+  r.defineCommand('wgPublish', { numberOfKeys: 2, lua: PUBLISH })
+  r.defineCommand('wgCommit', { lua: COMMIT })
+  r.defineCommand('wgRelease', { numberOfKeys: 2, lua: RELEASE })
+  const p = opts.keyPrefix
+  const tag = (tenantId: string) => `${p}{${tenantId}}`
+  const k = {
+    ver: (t: string) => `${tag(t)}:ver`,
+    snap: (t: string) => `${tag(t)}:snap`,
+    quota: (t: string, keyId: string, period: string) => `${tag(t)}:q:${keyId}:${period}`,
+    noQuota: (t: string) => `${tag(t)}:q:-`,
+    grant: (t: string, grantId: string) => `${tag(t)}:gc:${grantId}`,
+    noGrant: (t: string) => `${tag(t)}:gc:-`,
+    stream: (t: string) => `${tag(t)}:rq`,
+    keyIndex: (hash: string) => `${p}key:{${hash}}`,
+    dirty: `${p}dirty`,
+  }
+  const channels = { invalidate: `${p}invalidate`, queued: `${p}queued` }
+  const invalidationListeners = new Set<InvalidationListener>()
+  const queuedListeners = new Set<() => void>()
+  const groupsMade = new Set<string>()
+
+  opts.subscriber.on('message', (channel: string, message: string) => {
+    if (channel === channels.invalidate) {
+      const [tenantId, version] = message.split(' ')
+      if (tenantId && version) for (const l of invalidationListeners) l(tenantId, Number(version))
+    } else if (channel === channels.queued) {
+      for (const l of queuedListeners) l()
+    }
+  })
+  // Subscribing is lazy and best-effort: invalidation only speeds refreshes up; the commit's
+  // version check is what keeps decisions correct.
+  let subscribed: Promise<unknown> | undefined
+  const subscribe = () => {
+    subscribed ??= opts.subscriber.subscribe(channels.invalidate, channels.queued).catch(() => {
+      subscribed = undefined
+    })
+  }
+  // A subscription that failed while Redis was away is retried when it comes back.
+  opts.subscriber.on('ready', () => {
+    if (invalidationListeners.size + queuedListeners.size > 0) subscribe()
+  })
+
+  async function ensureGroup(tenantId: string): Promise<void> {
+    if (groupsMade.has(tenantId)) return
+    try {
+      await r.xgroup('CREATE', k.stream(tenantId), GROUP, '0', 'MKSTREAM')
+    } catch (err) {
+      if (!String((err as Error).message).includes('BUSYGROUP')) throw err
+    }
+    groupsMade.add(tenantId)
+  }
+
+  const toQueued = (tenantId: string, entries: [string, string[]][]): QueuedReceipts[] =>
+    entries.map(([id, fields]) => {
+      const idx = fields.indexOf('r')
+      return { id, tenantId, receipts: JSON.parse(fields[idx + 1] as string) as ReceiptDraft[] }
+    })
+
+  const queue: ReceiptQueue = {
+    async dirtyTenants() {
+      return r.smembers(k.dirty)
+    },
+    async read(tenantId, consumer, count) {
+      await ensureGroup(tenantId)
+      // First anything a crashed drainer left unacknowledged, then new entries.
+      const claimed = (await r.xautoclaim(
+        k.stream(tenantId),
+        GROUP,
+        consumer,
+        opts.claimIdleMs ?? 15_000,
+        '0',
+        'COUNT',
+        count,
+      )) as [string, [string, string[]][]]
+      const stale = claimed[1].filter((e) => Array.isArray(e[1]))
+      if (stale.length > 0) return toQueued(tenantId, stale)
+      // Clear the hint before reading: a commit after this read sets it again.
+      await r.srem(k.dirty, tenantId)
+      const res = (await r.xreadgroup(
+        'GROUP',
+        GROUP,
+        consumer,
+        'COUNT',
+        count,
+        'STREAMS',
+        k.stream(tenantId),
+        '>',
+      )) as [string, [string, string[]][]][] | null
+      return res?.[0] ? toQueued(tenantId, res[0][1]) : []
+    },
+    async ack(tenantId, ids) {
+      if (ids.length === 0) return
+      await r.xack(k.stream(tenantId), GROUP, ...ids)
+      await r.xdel(k.stream(tenantId), ...ids)
+    },
+    async backlog(tenantIds) {
+      let n = 0
+      for (const t of tenantIds) n += await r.xlen(k.stream(t))
+      return n
+    },
+    onQueued(listener) {
+      subscribe()
+      queuedListeners.add(listener)
+      return () => queuedListeners.delete(listener)
+    },
+  }
+
+  return {
+    async used(tenantId, keyId, period) {
+      return Number((await r.get(k.quota(tenantId, keyId, period))) ?? 0)
+    },
+
+    async publish(snapshot: TenantSnapshot) {
+      const t = snapshot.tenantId
+      const done = await r.wgPublish(
+        k.ver(t),
+        k.snap(t),
+        snapshot.version,
+        JSON.stringify(snapshot),
+        channels.invalidate,
+        t,
+      )
+      return done === 1 ? 'published' : 'older'
+    },
+
+    async snapshot(tenantId) {
+      const json = await r.get(k.snap(tenantId))
+      return json ? (JSON.parse(json) as TenantSnapshot) : null
+    },
+
+    async version(tenantId) {
+      const v = await r.get(k.ver(tenantId))
+      return v === null ? null : Number(v)
+    },
+
+    subscribe(listener) {
+      subscribe()
+      invalidationListeners.add(listener)
+      return () => invalidationListeners.delete(listener)
+    },
+
+    async commit(req): Promise<CommitResult> {
+      const t = req.tenantId
+      const now = opts.nowSeconds()
+      const cands = req.grantCandidates
+      const keys = [
+        k.ver(t),
+        req.quota ? k.quota(t, req.quota.keyId, req.quota.period) : k.noQuota(t),
+        k.stream(t),
+        ...cands.map((c) => k.grant(t, c.grantId)),
+      ]
+      const args: (string | number)[] = [
+        String(req.version),
+        req.quota ? req.quota.limit : -1,
+        QUOTA_TTL_SECONDS,
+        cands.length,
+        ...cands.map((c) => Math.max(60, c.expiresAt - now + GRANT_MARKER_GRACE_SECONDS)),
+        ...cands.map((c) => c.grantId),
+        req.receipt && req.receipt.otherwise.length > 0 ? JSON.stringify(req.receipt.otherwise) : '',
+        req.receipt?.ifGranted ? JSON.stringify(req.receipt.ifGranted) : '',
+      ]
+      const res = await r.wgCommit(keys.length, ...keys, ...args)
+      if (res[0] === 'stale') return { status: 'stale', currentVersion: res[1] ? Number(res[1]) : null }
+      if (res[0] === 'quota')
+        return { status: 'quota_exhausted', used: Number(res[1]), limit: Number(res[2]) }
+      const grantId = res[1] || null
+      const receipts = req.receipt
+        ? res[4] === 'g' && req.receipt.ifGranted
+          ? req.receipt.ifGranted
+          : req.receipt.otherwise
+        : []
+      if (res[3]) {
+        // A hint for the drainer; the receipt itself is already durable in the stream.
+        r.multi()
+          .sadd(k.dirty, t)
+          .publish(channels.queued, t)
+          .exec()
+          .catch(() => {})
+      }
+      return { status: 'committed', grantId, quotaUsed: req.quota ? Number(res[2]) : null, receipts }
+    },
+
+    async release(tenantId, quota, grantId) {
+      await r.wgRelease(
+        quota ? k.quota(tenantId, quota.keyId, quota.period) : k.noQuota(tenantId),
+        grantId ? k.grant(tenantId, grantId) : k.noGrant(tenantId),
+        quota ? '1' : '0',
+        grantId ? '1' : '0',
+      )
+    },
+
+    async seedQuota(tenantId, keyId, period, used) {
+      await r.set(k.quota(tenantId, keyId, period), String(used), 'EX', QUOTA_TTL_SECONDS, 'NX')
+    },
+
+    async indexKey(secretHash, ref) {
+      await r.set(k.keyIndex(secretHash), JSON.stringify(ref))
+    },
+
+    async resolveKey(secretHash) {
+      const v = await r.get(k.keyIndex(secretHash))
+      return v ? (JSON.parse(v) as KeyRef) : null
+    },
+
+    receiptQueue: queue,
+
+    async close() {
+      invalidationListeners.clear()
+      queuedListeners.clear()
+    },
+  }
+}

@@ -1,0 +1,262 @@
+import t, { type Test } from 'tap'
+import { ManualClock } from '../../src/core/clock.js'
+import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
+import type { TenantSnapshot } from '../../src/core/snapshot.js'
+import { createMemoryHotStore } from '../../src/store/memory/hot-store.js'
+import type { HotStore } from '../../src/store/ports/hot-store.js'
+import { connectRedis } from '../../src/store/redis/connect.js'
+import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
+import { openTestRedis } from '../helpers/redis.js'
+
+const clock = new ManualClock(Date.UTC(2026, 10, 21))
+const now = () => Math.floor(clock.nowMs() / 1000)
+let n = 0
+const tenant = () => `ten_hs${++n}${Math.random().toString(36).slice(2, 8)}`
+
+function snapshot(tenantId: string, version: number): TenantSnapshot {
+  return {
+    tenantId,
+    version,
+    builtAt: now(),
+    policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
+    verbs: [],
+    principals: {},
+    keys: {},
+    roster: { all: false, principals: [], keys: [] },
+    grants: [],
+  }
+}
+const receipt = (tenantId: string, label: string): ReceiptDraft =>
+  draft({ receiptId: `rcp_${label}`, tenantId, kind: 'CHECK', createdAt: 1, detail: { label } })
+const quota = (limit: number) => ({ keyId: 'key_a', period: '2026-11', limit })
+
+/** One suite for every hot store (memory and real Redis). */
+async function suite(t: Test, hot: HotStore, sunk: ReceiptDraft[][]) {
+  t.test('publish is monotonic by version and announces each bump', async (t) => {
+    const ten = tenant()
+    const heard: number[] = []
+    const off = hot.subscribe((id, v) => id === ten && heard.push(v))
+    await new Promise((r) => setTimeout(r, 50)) // let a Redis SUBSCRIBE land
+    t.equal(await hot.version(ten), null)
+    t.equal(await hot.snapshot(ten), null)
+    t.equal(await hot.publish(snapshot(ten, 2)), 'published')
+    t.equal(await hot.publish(snapshot(ten, 1)), 'older')
+    t.equal(await hot.publish(snapshot(ten, 2)), 'older')
+    t.equal(await hot.publish(snapshot(ten, 3)), 'published')
+    t.equal(await hot.version(ten), 3)
+    t.same(await hot.snapshot(ten), snapshot(ten, 3))
+    for (let i = 0; i < 50 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20))
+    t.same(heard, [2, 3])
+    off()
+  })
+
+  t.test('commit: stale without a snapshot or on another version; nothing counted then', async (t) => {
+    const ten = tenant()
+    t.same(await hot.commit({ tenantId: ten, version: 1, quota: quota(5), grantCandidates: [] }), {
+      status: 'stale',
+      currentVersion: null,
+    })
+    await hot.publish(snapshot(ten, 4))
+    t.same(await hot.commit({ tenantId: ten, version: 3, quota: quota(5), grantCandidates: [] }), {
+      status: 'stale',
+      currentVersion: 4,
+    })
+    t.equal(await hot.used(ten, 'key_a', '2026-11'), 0)
+    t.match(await hot.commit({ tenantId: ten, version: 4, quota: quota(5), grantCandidates: [] }), {
+      status: 'committed',
+      quotaUsed: 1,
+      grantId: null,
+    })
+    t.match(await hot.commit({ tenantId: ten, version: 4, quota: null, grantCandidates: [] }), {
+      status: 'committed',
+      quotaUsed: null,
+    })
+    t.equal(await hot.used(ten, 'key_a', '2026-11'), 1, 'a commit without quota counts nothing')
+  })
+
+  t.test('quota is exact under concurrency', async (t) => {
+    const ten = tenant()
+    await hot.publish(snapshot(ten, 1))
+    const results = await Promise.all(
+      Array.from({ length: 150 }, () =>
+        hot.commit({ tenantId: ten, version: 1, quota: quota(100), grantCandidates: [] }),
+      ),
+    )
+    t.equal(results.filter((r) => r.status === 'committed').length, 100)
+    t.equal(results.filter((r) => r.status === 'quota_exhausted').length, 50)
+    t.match(
+      results.find((r) => r.status === 'quota_exhausted'),
+      { used: 100, limit: 100 },
+    )
+    t.equal(await hot.used(ten, 'key_a', '2026-11'), 100)
+  })
+
+  t.test('a grant is consumed at most once, under concurrency; candidates in order', async (t) => {
+    const ten = tenant()
+    await hot.publish(snapshot(ten, 1))
+    const cands = [
+      { grantId: 'grt_1', expiresAt: now() + 600 },
+      { grantId: 'grt_2', expiresAt: now() + 600 },
+    ]
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        hot.commit({ tenantId: ten, version: 1, quota: null, grantCandidates: cands }),
+      ),
+    )
+    const got = results.map((r) => (r.status === 'committed' ? r.grantId : 'x'))
+    t.same(got.filter((g) => g === 'grt_1').length, 1)
+    t.same(got.filter((g) => g === 'grt_2').length, 1)
+    t.same(got.filter((g) => g === null).length, 18)
+    t.equal(got.indexOf('grt_1') >= 0, true)
+  })
+
+  t.test(
+    'receipts: the granted variant when a grant was consumed; release gives back quota and grant',
+    async (t) => {
+      const ten = tenant()
+      await hot.publish(snapshot(ten, 1))
+      const c = [{ grantId: 'grt_r', expiresAt: now() + 60 }]
+      const first = await hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: quota(10),
+        grantCandidates: c,
+        receipt: {
+          otherwise: [receipt(ten, 'deny')],
+          ifGranted: [receipt(ten, 'allow'), receipt(ten, 'staged')],
+        },
+      })
+      t.match(first, {
+        status: 'committed',
+        grantId: 'grt_r',
+        receipts: [{ detail: { label: 'allow' } }, { detail: { label: 'staged' } }],
+      })
+      const second = await hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: quota(10),
+        grantCandidates: c,
+        receipt: { otherwise: [receipt(ten, 'deny2')], ifGranted: [receipt(ten, 'allow2')] },
+      })
+      t.match(second, { status: 'committed', grantId: null, receipts: [{ detail: { label: 'deny2' } }] })
+      await hot.release(ten, quota(10), 'grt_r')
+      t.equal(await hot.used(ten, 'key_a', '2026-11'), 1)
+      t.match(
+        await hot.commit({ tenantId: ten, version: 1, quota: null, grantCandidates: c }),
+        { grantId: 'grt_r' },
+        'released grants can be used again',
+      )
+      if (hot.receiptQueue === null)
+        t.same(
+          sunk.slice(-2).map((b) => b.map((r) => r.detail.label)),
+          [['allow', 'staged'], ['deny2']],
+          'memory: made durable through the sink',
+        )
+    },
+  )
+
+  t.test('seedQuota only fills a missing counter; the key index resolves', async (t) => {
+    const ten = tenant()
+    await hot.seedQuota(ten, 'key_a', '2026-11', 40)
+    await hot.seedQuota(ten, 'key_a', '2026-11', 7)
+    t.equal(await hot.used(ten, 'key_a', '2026-11'), 40)
+    await hot.indexKey(`hash-${ten}`, { tenantId: ten, keyId: 'key_a' })
+    t.same(await hot.resolveKey(`hash-${ten}`), { tenantId: ten, keyId: 'key_a' })
+    t.equal(await hot.resolveKey('hash-nope'), null)
+  })
+}
+
+t.test('hot store contract: memory', async (t) => {
+  const sunk: ReceiptDraft[][] = []
+  const hot = createMemoryHotStore({ receiptSink: async (r) => void sunk.push(r) })
+  await suite(t, hot, sunk)
+  t.test('memory: a receipt that cannot be made durable undoes the commit', async (t) => {
+    const failing = createMemoryHotStore({ receiptSink: async () => Promise.reject(new Error('disk full')) })
+    const ten = tenant()
+    await failing.publish(snapshot(ten, 1))
+    await t.rejects(
+      failing.commit({
+        tenantId: ten,
+        version: 1,
+        quota: quota(5),
+        grantCandidates: [{ grantId: 'grt_x', expiresAt: now() + 60 }],
+        receipt: { otherwise: [receipt(ten, 'x')] },
+      }),
+    )
+    t.equal(await failing.used(ten, 'key_a', '2026-11'), 0)
+  })
+})
+
+t.test('hot store contract: real Redis', async (t) => {
+  const tr = await openTestRedis()
+  const opts = { url: tr.url, keyPrefix: tr.prefix }
+  const redis = connectRedis(opts)
+  const subscriber = connectRedis(opts, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({
+    redis,
+    subscriber,
+    keyPrefix: tr.prefix,
+    nowSeconds: now,
+    claimIdleMs: 100,
+  })
+  t.teardown(async () => {
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+    await tr.close()
+  })
+  await suite(t, hot, [])
+
+  t.test(
+    'redis: committed receipts wait in the queue until acknowledged; a crashed drainer is claimed from',
+    async (t) => {
+      const q = hot.receiptQueue!
+      const ten = tenant()
+      await hot.publish(snapshot(ten, 1))
+      let woken = 0
+      const off = q.onQueued(() => woken++)
+      await new Promise((r) => setTimeout(r, 50))
+      for (const label of ['a', 'b', 'c'])
+        await hot.commit({
+          tenantId: ten,
+          version: 1,
+          quota: null,
+          grantCandidates: [],
+          receipt: { otherwise: [receipt(ten, label)] },
+        })
+      for (let i = 0; i < 50 && !(await q.dirtyTenants()).includes(ten); i++)
+        await new Promise((r) => setTimeout(r, 10))
+      t.ok((await q.dirtyTenants()).includes(ten), 'the tenant is marked for draining')
+      t.equal(await q.backlog([ten]), 3)
+      const crashed = await q.read(ten, 'drainer-1', 10)
+      t.same(
+        crashed.map((e) => e.receipts[0]?.detail.label),
+        ['a', 'b', 'c'],
+      )
+      t.notOk((await q.dirtyTenants()).includes(ten))
+      await new Promise((r) => setTimeout(r, 150)) // drainer-1 never acknowledges
+      const again = await q.read(ten, 'drainer-2', 10)
+      t.same(
+        again.map((e) => e.receipts[0]?.detail.label),
+        ['a', 'b', 'c'],
+        'claimed by another drainer',
+      )
+      await q.ack(
+        ten,
+        again.map((e) => e.id),
+      )
+      t.equal(await q.backlog([ten]), 0)
+      t.same(await q.read(ten, 'drainer-2', 10), [])
+      t.ok(woken >= 1, 'drainers are woken')
+      off()
+    },
+  )
+
+  t.test('redis: every key of a tenant carries its hash tag', async (t) => {
+    const keys = await redis.keys(`${tr.prefix}*`)
+    const untagged = keys.filter((key) => !/\{[^}]+\}/.test(key) && key !== `${tr.prefix}dirty`)
+    t.same(untagged, [])
+  })
+})
