@@ -10,7 +10,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { isMap, isScalar, isSeq, type Node, type Pair, parseDocument, type YAMLMap } from 'yaml'
+import { isMap, isScalar, type Node, type Pair, parseDocument, type YAMLMap } from 'yaml'
 
 type Schema = Record<string, unknown>
 
