@@ -4,7 +4,7 @@ import { ConfigError } from '../config/load.js'
 import type { Settings } from '../config/schema.js'
 import { createLogger, type Logger } from '../observability/logger.js'
 import type { InjectorOptions } from './pod-mutation.js'
-import { answerReview } from './review-handler.js'
+import { answerReview, type ReviewSummary } from './review-handler.js'
 import { createWebhookServer, type TlsMaterial, type WebhookServer } from './webhook-server.js'
 
 export interface Injector {
@@ -16,6 +16,18 @@ export interface Injector {
 
 export interface InjectorOverrides {
   logger?: Logger
+}
+
+export function serializeReview(r: ReviewSummary): ReviewSummary {
+  return {
+    uid: r.uid,
+    namespace: r.namespace,
+    pod: r.pod,
+    outcome: r.outcome,
+    ops: r.ops,
+    message: r.message,
+    dryRun: r.dryRun,
+  }
 }
 
 /** The injector's view of its settings, in the domain's plain types. */
@@ -51,7 +63,11 @@ export function readTls(settings: Settings): TlsMaterial {
  * up without a restart; a renewal caught half-written keeps the old certificate.
  */
 export function createInjector(settings: Settings, overrides: InjectorOverrides = {}): Injector {
-  const logger = overrides.logger ?? createLogger(settings.log.level)
+  // An explicit serializer: a review is logged as these fields, whatever a call site hands in.
+  const logger = (overrides.logger ?? createLogger(settings.log.level)).child(
+    { component: 'injector' },
+    { serializers: { review: serializeReview } },
+  )
   const opts = injectorOptions(settings)
   let tls = readTls(settings)
   const webhook = createWebhookServer({ tls, logger, review: (body) => answerReview(body, opts) })

@@ -157,6 +157,11 @@ t.test('the injector answers AdmissionReviews over real HTTPS', async (t) => {
       'HTTP_PROXY',
     ])
       t.notOk(log.includes(leak), `no ${leak} in the log`)
+    // The serializer keeps to its fields even if a caller hands it the whole review.
+    injector.logger.info({ review: { outcome: 'skipped', object: { apiKey: 'svc_abc' } } }, 'x')
+    const last = JSON.parse(lines.at(-1) as string)
+    t.same(last.review, { outcome: 'skipped' })
+    t.equal(last.component, 'injector')
   })
 
   t.test('a renewed certificate is picked up without a restart', async (t) => {
