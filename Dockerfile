@@ -13,6 +13,10 @@ COPY src ./src
 RUN npm run build
 
 FROM node:26-trixie-slim AS runtime
+# iptables is for the injector's enforce init container (writegate.io/enforce), which runs this
+# image as root with NET_ADMIN; every other process runs as the unprivileged user below.
+RUN apt-get update && apt-get install -y --no-install-recommends iptables \
+  && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production \
     WRITEGATE_CONFIG=/app/config/writegate.yaml \
     WRITEGATE_DATA_DIR=/var/lib/writegate
@@ -23,10 +27,13 @@ COPY --from=build /app/dist ./dist
 COPY config ./config
 # Writable state lives only in the data volume and /tmp, so the root filesystem can be read-only.
 RUN mkdir -p /var/lib/writegate && chown node:node /var/lib/writegate
-USER node
-EXPOSE 8080 15001 9464
+# Numeric (the node user), so Kubernetes can verify runAsNonRoot.
+USER 1000:1000
+EXPOSE 8080 8443 15001 9464
 VOLUME ["/var/lib/writegate"]
+# WRITEGATE_HEALTH_URL picks the process (the injector: https://127.0.0.1:8443/healthz). Its
+# certificate is not checked: this asks a loopback socket whether it is alive, nothing more.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.WRITEGATE_HEALTH_PORT||process.env.WRITEGATE_PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+  CMD ["node", "-e", "const u=new URL(process.env.WRITEGATE_HEALTH_URL||'http://127.0.0.1:'+(process.env.WRITEGATE_HEALTH_PORT||process.env.WRITEGATE_PORT||8080)+'/healthz');require(u.protocol==='https:'?'node:https':'node:http').get(u,{rejectUnauthorized:false,timeout:2500},r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))"]
 ENTRYPOINT ["node", "dist/cli/main.js"]
 CMD ["start"]

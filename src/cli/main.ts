@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { ConfigError, loadSettings } from '../config/load.js'
 import { createControlPlane } from '../control/control-plane.js'
+import { createInjector } from '../injector/injector-process.js'
 import { createLogger } from '../observability/logger.js'
 import { migrate } from '../store/migrate.js'
 import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
@@ -15,6 +16,7 @@ Usage: writegate <command>
 Commands:
   start             run the control plane (REST API, audit log) on the configured storage
   migrate           apply database migrations and exit
+  injector          run the Kubernetes admission webhook that injects gate-proxy (HTTPS)
   keygen <file>     write a new 32-byte master key (for secrets.masterKeyFile)
   help              show this text
 
@@ -57,6 +59,28 @@ async function start(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'))
 }
 
+async function runInjector(): Promise<void> {
+  const settings = loadSettings()
+  const injector = createInjector(settings)
+  const address = await injector.listen().catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EADDRINUSE') throw err
+    throw new ConfigError(
+      `invalid setting injector.port (WRITEGATE_INJECTOR_PORT): ${settings.injector.host}:${settings.injector.port} is in use`,
+    )
+  })
+  injector.logger.info({ address: `${address.address}:${address.port}` }, 'writegate injector listening')
+  let stopping = false
+  const stop = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    injector.logger.info({ signal }, 'shutting down')
+    await injector.close()
+    process.exit(0)
+  }
+  process.on('SIGTERM', () => void stop('SIGTERM'))
+  process.on('SIGINT', () => void stop('SIGINT'))
+}
+
 async function runMigrate(): Promise<void> {
   const settings = loadSettings()
   const logger = createLogger(settings.log.level)
@@ -82,6 +106,8 @@ async function main(argv: string[]): Promise<void> {
       return start()
     case 'migrate':
       return runMigrate()
+    case 'injector':
+      return runInjector()
     case 'keygen':
       return keygen(rest[0])
     case undefined:

@@ -27,6 +27,15 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_LOG_LEVEL: { path: ['log', 'level'] },
   WRITEGATE_MASTER_KEY_FILE: { path: ['secrets', 'masterKeyFile'] },
   WRITEGATE_SYSTEMS_FILE: { path: ['systemsFile'] },
+  WRITEGATE_INJECTOR_HOST: { path: ['injector', 'host'] },
+  WRITEGATE_INJECTOR_PORT: { path: ['injector', 'port'] },
+  WRITEGATE_INJECTOR_TLS_CERT_FILE: { path: ['injector', 'tls', 'certFile'] },
+  WRITEGATE_INJECTOR_TLS_KEY_FILE: { path: ['injector', 'tls', 'keyFile'] },
+  WRITEGATE_INJECTOR_PROXY_IMAGE: { path: ['injector', 'proxy', 'image'] },
+  WRITEGATE_INJECTOR_PROXY_IMAGE_PULL_POLICY: { path: ['injector', 'proxy', 'imagePullPolicy'] },
+  WRITEGATE_INJECTOR_ROUTES_CONFIGMAP: { path: ['injector', 'defaults', 'routesConfigMap'] },
+  WRITEGATE_INJECTOR_PROXY_SECRET: { path: ['injector', 'defaults', 'proxySecret'] },
+  WRITEGATE_INJECTOR_ENFORCE_IMAGE: { path: ['injector', 'enforce', 'image'] },
 }
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net'
 import { z } from 'zod'
+import { VERSION } from '../version.js'
 
 const port = z.coerce.number().int().min(0).max(65535)
 
@@ -17,6 +18,97 @@ const trustEntry = z.string().refine(
 )
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+
+/** Kubernetes quantities such as `100m`, `0.5`, `128Mi`, `1G`. */
+const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$/, {
+  message: 'expected a Kubernetes quantity such as 100m or 128Mi',
+})
+const resourceList = z.object({ cpu: quantity.optional(), memory: quantity.optional() }).strict()
+const resources = z
+  .object({ requests: resourceList.prefault({}), limits: resourceList.prefault({}) })
+  .strict()
+/** An image reference: [registry/]name[:tag][@digest]. */
+const imageRef = z
+  .string()
+  .regex(/^[a-z0-9]+([._/:-][a-z0-9]+)*(:[\w][\w.-]{0,127})?(@sha256:[a-f0-9]{64})?$/i, {
+    message: 'expected an image reference such as registry.example/writegate:0.1.0',
+  })
+/** A Kubernetes object name (RFC 1123 subdomain). */
+const objectName = z
+  .string()
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
+    message: 'expected a Kubernetes object name (lowercase letters, digits, - and .)',
+  })
+const cidr = z.string().refine(
+  (s) => {
+    const [addr, bits, ...rest] = s.split('/')
+    if (rest.length > 0 || !addr || isIP(addr) === 0 || bits === undefined) return false
+    const n = Number(bits)
+    return /^\d+$/.test(bits) && n <= (isIP(addr) === 4 ? 32 : 128)
+  },
+  { message: 'expected a CIDR such as 10.0.0.0/8' },
+)
+
+/** The Kubernetes admission webhook that injects gate-proxy beside annotated agent pods. */
+const injectorSettings = z
+  .object({
+    host: z.string().min(1).default('0.0.0.0'),
+    port: port.default(8443),
+    tls: z
+      .object({
+        certFile: z.string().min(1).default('/etc/writegate/injector-tls/tls.crt'),
+        keyFile: z.string().min(1).default('/etc/writegate/injector-tls/tls.key'),
+        /** How often the files are checked for a rotated certificate (cert-manager renews in place). */
+        reloadSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+      })
+      .strict()
+      .prefault({}),
+    /** Used when a pod does not name its own with writegate.io/routes or writegate.io/api-key-secret. */
+    defaults: z
+      .object({
+        routesConfigMap: objectName.default('writegate-routes'),
+        proxySecret: objectName.default('writegate-proxy'),
+      })
+      .strict()
+      .prefault({}),
+    proxy: z
+      .object({
+        image: imageRef.default(`writegate:${VERSION}`),
+        imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
+        port: port.default(15001),
+        metricsPort: port.default(9464),
+        /** Key of the routes ConfigMap that holds the enrolled-systems YAML. */
+        routesKey: z
+          .string()
+          .regex(/^[-._a-zA-Z0-9]+$/)
+          .default('systems.yaml'),
+        logLevel: logLevel.default('info'),
+        /** Run the proxy as a native sidecar (an init container with restartPolicy Always, Kubernetes 1.29+): agents start only once it is ready, and Jobs still finish. */
+        nativeSidecar: z.boolean().default(true),
+        /** Hosts agents reach directly, besides loopback (NO_PROXY syntax). */
+        noProxy: z.array(z.string().regex(/^[A-Za-z0-9.*:/_-]+$/)).default([]),
+        resources: resources.prefault({
+          requests: { cpu: '50m', memory: '64Mi' },
+          limits: { cpu: '1', memory: '256Mi' },
+        }),
+      })
+      .strict()
+      .prefault({}),
+    /** writegate.io/enforce: an init container redirects all outbound TCP to the proxy. */
+    enforce: z
+      .object({
+        /** Needs iptables; unset means the proxy image (the writegate image ships iptables). */
+        image: imageRef.optional(),
+        /** Destinations that skip the redirect (the API server for a controller agent, say). */
+        excludeOutboundCidrs: z.array(cidr).default([]),
+        excludeOutboundPorts: z.array(z.coerce.number().int().min(1).max(65535)).default([]),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict()
+  .prefault({})
 
 export const settingsSchema = z
   .object({
@@ -121,6 +213,7 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
+    injector: injectorSettings,
   })
   .strict()
 

@@ -67,3 +67,24 @@ t.test('migrate applies migrations to the embedded default', async (t) => {
   t.match(r.stdout, /"msg":"migrations applied"/)
   t.match(r.stdout, /"storage":"pglite-disk"/)
 })
+
+t.test('the injector: a bad setting or a missing certificate is one line', async (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [
+      { WRITEGATE_INJECTOR_PORT: '99999' },
+      /^writegate: invalid setting injector\.port \(WRITEGATE_INJECTOR_PORT\)/,
+    ],
+    [
+      { WRITEGATE_INJECTOR_TLS_CERT_FILE: '/nonexistent/tls.crt' },
+      /^writegate: invalid setting injector\.tls\.certFile \(WRITEGATE_INJECTOR_TLS_CERT_FILE\): cannot read \/nonexistent\/tls\.crt: ENOENT$/,
+    ],
+  ]
+  for (const [env, pattern] of cases) {
+    const r = run(['injector'], env)
+    t.equal(r.code, 1, JSON.stringify(env))
+    t.match(r.stderr, pattern)
+    t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
+  }
+  const help = run(['help'], {})
+  t.match(help.stdout, /^ {2}injector +run the Kubernetes admission webhook/m)
+})

@@ -106,3 +106,81 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
     t.notOk(message.includes('\n'), 'one line')
   }
 })
+
+t.test('injector settings: defaults, YAML and WRITEGATE_INJECTOR_* overrides', async (t) => {
+  const p = file(
+    'inj.yaml',
+    'injector:\n  proxy:\n    resources:\n      requests: {cpu: 20m}\n  enforce:\n    excludeOutboundCidrs: [10.96.0.1/32]\n',
+  )
+  const s = loadSettings({
+    WRITEGATE_CONFIG: p,
+    WRITEGATE_INJECTOR_PORT: '9443',
+    WRITEGATE_INJECTOR_TLS_CERT_FILE: '/tls/crt',
+    WRITEGATE_INJECTOR_PROXY_IMAGE: 'registry.example:5000/team/writegate:1.2.3',
+    WRITEGATE_INJECTOR_PROXY_SECRET: 'agent-proxy',
+  })
+  t.equal(s.injector.port, 9443)
+  t.equal(s.injector.tls.certFile, '/tls/crt')
+  t.equal(s.injector.tls.keyFile, '/etc/writegate/injector-tls/tls.key')
+  t.equal(s.injector.proxy.image, 'registry.example:5000/team/writegate:1.2.3')
+  t.equal(s.injector.defaults.proxySecret, 'agent-proxy')
+  t.equal(s.injector.defaults.routesConfigMap, 'writegate-routes')
+  t.same(s.injector.proxy.resources, { requests: { cpu: '20m' }, limits: {} })
+  t.same(s.injector.enforce.excludeOutboundCidrs, ['10.96.0.1/32'])
+  const d = loadSettings({ WRITEGATE_CONFIG: file('inj-empty.yaml', '') })
+  t.equal(d.injector.port, 8443)
+  t.equal(d.injector.proxy.port, 15001)
+  t.equal(d.injector.proxy.nativeSidecar, true)
+  t.same(d.injector.proxy.resources, {
+    requests: { cpu: '50m', memory: '64Mi' },
+    limits: { cpu: '1', memory: '256Mi' },
+  })
+})
+
+t.test('a bad injector value stops start-up with one line naming it', async (t) => {
+  const cases: [NodeJS.ProcessEnv, RegExp][] = [
+    [
+      { WRITEGATE_INJECTOR_PORT: 'https' },
+      /^invalid setting injector\.port \(WRITEGATE_INJECTOR_PORT\): .*"https"$/,
+    ],
+    [
+      { WRITEGATE_INJECTOR_PROXY_IMAGE: 'Not An Image!' },
+      /^invalid setting injector\.proxy\.image \(WRITEGATE_INJECTOR_PROXY_IMAGE\): expected an image reference/,
+    ],
+    [
+      { WRITEGATE_INJECTOR_PROXY_IMAGE_PULL_POLICY: 'Sometimes' },
+      /^invalid setting injector\.proxy\.imagePullPolicy \(WRITEGATE_INJECTOR_PROXY_IMAGE_PULL_POLICY\)/,
+    ],
+    [
+      { WRITEGATE_INJECTOR_ROUTES_CONFIGMAP: 'Routes_Map' },
+      /^invalid setting injector\.defaults\.routesConfigMap \(WRITEGATE_INJECTOR_ROUTES_CONFIGMAP\): expected a Kubernetes object name/,
+    ],
+    [
+      {
+        WRITEGATE_CONFIG: file(
+          'inj-q.yaml',
+          'injector:\n  proxy:\n    resources:\n      limits: {memory: lots}\n',
+        ),
+      },
+      /^invalid setting injector\.proxy\.resources\.limits\.memory: expected a Kubernetes quantity/,
+    ],
+    [
+      {
+        WRITEGATE_CONFIG: file(
+          'inj-c.yaml',
+          'injector:\n  enforce:\n    excludeOutboundCidrs: [10.0.0.0/40]\n',
+        ),
+      },
+      /^invalid setting injector\.enforce\.excludeOutboundCidrs\.0: expected a CIDR/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('inj-u.yaml', 'injector:\n  tls:\n    cert: /x\n') },
+      /^invalid setting injector\.tls: unknown setting\(s\) cert$/,
+    ],
+  ]
+  for (const [env, pattern] of cases) {
+    const message = errorOf({ WRITEGATE_CONFIG: file('inj-ok.yaml', ''), ...env })
+    t.match(message, pattern, message)
+    t.notOk(message.includes('\n'), 'one line')
+  }
+})

@@ -78,10 +78,10 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   })
   // Subscribing is lazy and best-effort: invalidation only speeds refreshes up; the commit's
   // version check is what keeps decisions correct.
-  let subscribed: Promise<unknown> | undefined
+  let _subscribed: Promise<unknown> | undefined
   const subscribe = () => {
-    subscribed ??= opts.subscriber.subscribe(channels.invalidate, channels.queued).catch(() => {
-      subscribed = undefined
+    _subscribed ??= opts.subscriber.subscribe(channels.invalidate, channels.queued).catch(() => {
+      _subscribed = undefined
     })
   }
   // A subscription that failed while Redis was away is retried when it comes back.

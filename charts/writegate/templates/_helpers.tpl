@@ -1,0 +1,174 @@
+{{/* Names and labels live here, so every template agrees on them. */}}
+
+{{- define "writegate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "writegate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A component's resource name: <fullname>-<suffix>, within 63 characters. */}}
+{{- define "writegate.componentName" -}}
+{{- $full := include "writegate.fullname" .root -}}
+{{- printf "%s-%s" ($full | trunc (int (sub 62 (len .suffix)))) .suffix | trimSuffix "-" }}
+{{- end }}
+
+{{- define "writegate.controlPlaneName" -}}{{ include "writegate.fullname" . }}{{- end }}
+{{- define "writegate.injectorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector") }}{{- end }}
+{{- define "writegate.injectorTlsSecret" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector-tls") }}{{- end }}
+{{- define "writegate.configName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "config") }}{{- end }}
+{{- define "writegate.migrateName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "migrate") }}{{- end }}
+{{- define "writegate.postgresqlName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "postgresql") }}{{- end }}
+{{- define "writegate.redisName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "redis") }}{{- end }}
+{{- define "writegate.masterKeyName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "master-key") }}{{- end }}
+{{- define "writegate.dashboardName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "dashboard") }}{{- end }}
+{{- define "writegate.proxyMonitorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "proxy") }}{{- end }}
+{{- define "writegate.selfSignedIssuerName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "selfsigned") }}{{- end }}
+
+{{/* Cluster-scoped, so the namespace is part of the name: two releases never collide. */}}
+{{- define "writegate.webhookConfigName" -}}
+{{- printf "%s-%s" (include "writegate.injectorName" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "writegate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "writegate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "writegate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "writegate.labels" -}}
+helm.sh/chart: {{ include "writegate.chart" . }}
+app.kubernetes.io/name: {{ include "writegate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: writegate
+{{- end }}
+
+{{/* Selector labels of one component: control-plane, injector, migrate, postgresql, redis. */}}
+{{- define "writegate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "writegate.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "writegate.componentLabels" -}}
+{{ include "writegate.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "writegate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "writegate.proxyImage" -}}
+{{- $repo := default .Values.image.repository .Values.injector.proxy.repository }}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.injector.proxy.tag }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+
+{{/* Where the database URL comes from: the bundled server's Secret or the user's. */}}
+{{- define "writegate.databaseSecretRef" -}}
+{{- if .Values.postgresql.enabled -}}
+name: {{ include "writegate.postgresqlName" . }}
+key: url
+{{- else -}}
+name: {{ required "externalDatabase.existingSecret is required (or set postgresql.enabled for a bundled trial database)" .Values.externalDatabase.existingSecret }}
+key: {{ .Values.externalDatabase.key }}
+{{- end }}
+{{- end }}
+
+{{- define "writegate.redisSecretRef" -}}
+{{- if .Values.redis.enabled -}}
+name: {{ include "writegate.redisName" . }}
+key: url
+{{- else -}}
+name: {{ required "externalRedis.existingSecret is required (or set redis.enabled for a bundled trial Redis)" .Values.externalRedis.existingSecret }}
+key: {{ .Values.externalRedis.key }}
+{{- end }}
+{{- end }}
+
+{{- define "writegate.masterKeySecretName" -}}
+{{- if .Values.masterKey.generate -}}
+{{ include "writegate.masterKeyName" . }}
+{{- else -}}
+{{ required "masterKey.existingSecret is required (a 32-byte key from `writegate keygen`; or masterKey.generate for a trial)" .Values.masterKey.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/* A preferred spread of a component's replicas across nodes, unless affinity is set. */}}
+{{- define "writegate.affinity" -}}
+{{- if .affinity }}
+{{- toYaml .affinity }}
+{{- else }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "writegate.selectorLabels" (dict "root" .root "component" .component) | nindent 12 }}
+{{- end }}
+{{- end }}
+
+{{/* The restricted Pod Security profile for writegate's own containers (image user 1000). */}}
+{{- define "writegate.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 1000
+runAsGroup: 1000
+fsGroup: 1000
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "writegate.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end }}
+
+{{/*
+The settings file both processes read (WRITEGATE_CONFIG). Chart-derived values are merged
+over .Values.settings, so one key never means two things.
+*/}}
+{{- define "writegate.settings" -}}
+{{- $chart := dict
+  "server" (dict "port" (int .Values.controlPlane.port) "trustProxy" .Values.controlPlane.trustProxy)
+  "metrics" (dict "port" (int .Values.metrics.port))
+  "log" (dict "level" .Values.controlPlane.logLevel)
+  "injector" (dict
+    "port" (int .Values.injector.port)
+    "tls" (dict "certFile" "/etc/writegate/injector-tls/tls.crt" "keyFile" "/etc/writegate/injector-tls/tls.key")
+    "defaults" .Values.injector.defaults
+    "proxy" (dict
+      "image" (include "writegate.proxyImage" .)
+      "imagePullPolicy" .Values.image.pullPolicy
+      "port" (int .Values.injector.proxy.port)
+      "metricsPort" (int .Values.injector.proxy.metricsPort)
+      "routesKey" .Values.injector.proxy.routesKey
+      "logLevel" .Values.injector.proxy.logLevel
+      "nativeSidecar" .Values.injector.proxy.nativeSidecar
+      "noProxy" .Values.injector.proxy.noProxy
+      "resources" .Values.injector.proxy.resources)
+    "enforce" .Values.injector.enforce)
+-}}
+{{- toYaml (mergeOverwrite (deepCopy .Values.settings) $chart) }}
+{{- end }}

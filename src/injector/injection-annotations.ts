@@ -1,0 +1,142 @@
+/**
+ * The pod annotations that ask for a gate-proxy, and what they mean. A pod that asks for
+ * injection with a value the injector cannot read is refused rather than started ungated.
+ */
+
+export const ANNOTATIONS = {
+  /** `"true"` injects the proxy; `"false"` or absent leaves the pod alone. */
+  inject: 'writegate.io/inject',
+  /** ConfigMap holding the enrolled-systems YAML (the proxy's route table). */
+  routes: 'writegate.io/routes',
+  /** Secret with the proxy's agent-scoped API key (`api-key`) and its Redis URL (`redis-url`). */
+  apiKeySecret: 'writegate.io/api-key-secret',
+  /** Comma-separated Secrets holding upstream credentials, given to the proxy only. */
+  credentialSecrets: 'writegate.io/credential-secrets',
+  /** `ENV_NAME=sys_id,...`: agent variables pointed at each system through the proxy. */
+  baseUrlEnv: 'writegate.io/base-url-env',
+  /** `"true"` adds an init container whose iptables rules send all outbound TCP to the proxy. */
+  enforce: 'writegate.io/enforce',
+} as const
+
+/** Label the injector puts on pods it has injected (the PodMonitor selects on it). */
+export const INJECTED_LABEL = 'writegate.io/proxy'
+export const INJECTED_LABEL_VALUE = 'injected'
+
+export interface BaseUrlBinding {
+  env: string
+  systemId: string
+}
+
+export interface InjectionRequest {
+  routesConfigMap: string
+  proxySecret: string
+  credentialSecrets: string[]
+  baseUrls: BaseUrlBinding[]
+  enforce: boolean
+}
+
+export type AnnotationReading =
+  | { kind: 'not-requested' }
+  | { kind: 'requested'; request: InjectionRequest }
+  | { kind: 'invalid'; message: string }
+
+const OBJECT_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/
+const SYSTEM_ID = /^sys_[A-Za-z0-9_-]{1,60}$/
+/** Variables the injector sets itself; a base-URL binding may not take them over. */
+export const PROXY_ENV_NAMES = ['HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy'] as const
+
+class AnnotationError extends Error {}
+
+function flag(annotations: Record<string, string>, name: string): boolean | undefined {
+  const raw = annotations[name]
+  if (raw === undefined) return undefined
+  const v = raw.trim().toLowerCase()
+  if (v === 'true') return true
+  if (v === 'false') return false
+  throw new AnnotationError(`annotation ${name} must be "true" or "false", got ${JSON.stringify(raw)}`)
+}
+
+function objectName(annotations: Record<string, string>, name: string, fallback: string): string {
+  const raw = annotations[name]
+  if (raw === undefined) return fallback
+  const v = raw.trim()
+  if (v.length > 253 || !OBJECT_NAME.test(v))
+    throw new AnnotationError(`annotation ${name} must name a Kubernetes object, got ${JSON.stringify(raw)}`)
+  return v
+}
+
+function list(raw: string | undefined): string[] {
+  if (raw === undefined) return []
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+}
+
+function credentialSecrets(annotations: Record<string, string>): string[] {
+  const names = list(annotations[ANNOTATIONS.credentialSecrets])
+  const seen = new Set<string>()
+  for (const n of names) {
+    if (n.length > 253 || !OBJECT_NAME.test(n))
+      throw new AnnotationError(
+        `annotation ${ANNOTATIONS.credentialSecrets}: ${JSON.stringify(n)} is not a Secret name`,
+      )
+    if (seen.has(n))
+      throw new AnnotationError(`annotation ${ANNOTATIONS.credentialSecrets}: ${n} is listed twice`)
+    seen.add(n)
+  }
+  return names
+}
+
+function baseUrls(annotations: Record<string, string>): BaseUrlBinding[] {
+  const name = ANNOTATIONS.baseUrlEnv
+  const out: BaseUrlBinding[] = []
+  const seen = new Set<string>()
+  for (const entry of list(annotations[name])) {
+    const [env, systemId, ...rest] = entry.split('=').map((s) => s.trim())
+    if (!env || !systemId || rest.length > 0)
+      throw new AnnotationError(`annotation ${name}: expected ENV_NAME=sys_id, got ${JSON.stringify(entry)}`)
+    if (!ENV_NAME.test(env))
+      throw new AnnotationError(
+        `annotation ${name}: ${JSON.stringify(env)} is not an environment variable name`,
+      )
+    if (!SYSTEM_ID.test(systemId))
+      throw new AnnotationError(`annotation ${name}: ${JSON.stringify(systemId)} is not a system id (sys_…)`)
+    if ((PROXY_ENV_NAMES as readonly string[]).includes(env))
+      throw new AnnotationError(`annotation ${name}: ${env} is set by the injector itself`)
+    if (seen.has(env)) throw new AnnotationError(`annotation ${name}: ${env} is bound twice`)
+    seen.add(env)
+    out.push({ env, systemId })
+  }
+  return out
+}
+
+export interface AnnotationDefaults {
+  routesConfigMap: string
+  proxySecret: string
+}
+
+/** Reads a pod's writegate annotations. Pure: no defaults beyond the ones handed in. */
+export function readInjectionAnnotations(
+  annotations: Record<string, string> | undefined,
+  defaults: AnnotationDefaults,
+): AnnotationReading {
+  const a = annotations ?? {}
+  try {
+    if (flag(a, ANNOTATIONS.inject) !== true) return { kind: 'not-requested' }
+    return {
+      kind: 'requested',
+      request: {
+        routesConfigMap: objectName(a, ANNOTATIONS.routes, defaults.routesConfigMap),
+        proxySecret: objectName(a, ANNOTATIONS.apiKeySecret, defaults.proxySecret),
+        credentialSecrets: credentialSecrets(a),
+        baseUrls: baseUrls(a),
+        enforce: flag(a, ANNOTATIONS.enforce) ?? false,
+      },
+    }
+  } catch (err) {
+    if (err instanceof AnnotationError) return { kind: 'invalid', message: err.message }
+    throw err
+  }
+}

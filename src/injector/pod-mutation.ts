@@ -1,0 +1,186 @@
+import {
+  type AnnotationDefaults,
+  INJECTED_LABEL,
+  INJECTED_LABEL_VALUE,
+  type InjectionRequest,
+  readInjectionAnnotations,
+} from './injection-annotations.js'
+import { type JsonPatchOp, pointer } from './jsonpatch.js'
+import type { Container, EnvVar, Pod, Volume } from './kube-types.js'
+import {
+  agentEnv,
+  enforceInitContainer,
+  INIT_CONTAINER,
+  PROXY_CONTAINER,
+  PROXY_UID,
+  proxyContainer,
+  proxyVolumes,
+  type SidecarOptions,
+} from './proxy-sidecar.js'
+
+export interface InjectorOptions extends SidecarOptions {
+  defaults: AnnotationDefaults
+}
+
+export type PodMutation =
+  /** Not annotated for injection: admitted untouched. */
+  | { outcome: 'skipped' }
+  /** The operations that bring the pod to its injected state; empty when it is there already. */
+  | { outcome: 'injected'; patch: JsonPatchOp[]; request: InjectionRequest }
+  /** Asked for injection but cannot be gated safely: refused with a message for `kubectl`. */
+  | { outcome: 'rejected'; message: string }
+
+/** What a volume points at; the API server fills in defaults (defaultMode, …) that a comparison must ignore. */
+function volumeSource(v: Volume): string {
+  if (v.configMap) return `configMap:${v.configMap.name}`
+  if (v.secret) return `secret:${v.secret.secretName}`
+  if (v.emptyDir) return 'emptyDir'
+  return 'other'
+}
+
+function secretsReferencedBy(c: Container): string[] {
+  const names: string[] = []
+  for (const e of c.env ?? []) {
+    const ref = (e.valueFrom as { secretKeyRef?: { name?: unknown } } | undefined)?.secretKeyRef
+    if (typeof ref?.name === 'string') names.push(ref.name)
+  }
+  for (const f of c.envFrom ?? []) if (f.secretRef?.name) names.push(f.secretRef.name)
+  return names
+}
+
+function secretsOfVolume(v: Volume): string[] {
+  const names: string[] = []
+  if (v.secret) names.push(v.secret.secretName)
+  for (const s of v.projected?.sources ?? []) if (s.secret?.name) names.push(s.secret.name)
+  return names
+}
+
+/** Reasons this pod cannot be gated as asked; the first one found is reported. */
+function conflicts(
+  pod: Pod,
+  req: InjectionRequest,
+  opts: InjectorOptions,
+  ours: Volume[],
+): string | undefined {
+  const spec = pod.spec
+  if (spec.hostNetwork)
+    return 'writegate cannot inject into a pod with hostNetwork: true (the proxy and its rules would act on the node)'
+  const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
+    (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER,
+  )
+  const reservedPorts = [opts.proxy.port, opts.proxy.metricsPort]
+  for (const c of others) {
+    const clash = (c.ports ?? []).find((p) => reservedPorts.includes(p.containerPort))
+    if (clash)
+      return `container ${c.name} uses port ${clash.containerPort}, which the writegate proxy needs in this pod`
+  }
+  const ourNames = new Set(ours.map((v) => v.name))
+  for (const c of others) {
+    const mount = (c.volumeMounts ?? []).find((m) => ourNames.has(m.name))
+    if (mount) return `container ${c.name} mounts ${mount.name}, which is reserved for the writegate proxy`
+  }
+  for (const v of spec.volumes ?? []) {
+    const mine = ours.find((o) => o.name === v.name)
+    if (mine && volumeSource(mine) !== volumeSource(v))
+      return `volume name ${v.name} is reserved for the writegate proxy`
+  }
+  // The point of the proxy is that agents never hold these: refuse a pod that hands them over anyway.
+  const protectedSecrets = new Set([req.proxySecret, ...req.credentialSecrets])
+  for (const c of others) {
+    const leaked = secretsReferencedBy(c).find((s) => protectedSecrets.has(s))
+    if (leaked) return `container ${c.name} reads Secret ${leaked}, which only the writegate proxy may hold`
+  }
+  for (const v of spec.volumes ?? []) {
+    if (ourNames.has(v.name)) continue
+    const leaked = secretsOfVolume(v).find((s) => protectedSecrets.has(s))
+    if (leaked) return `volume ${v.name} exposes Secret ${leaked}, which only the writegate proxy may hold`
+  }
+  if (req.enforce) {
+    const asProxy =
+      spec.securityContext?.runAsUser === PROXY_UID ||
+      others.some((c) => (c.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser === PROXY_UID)
+    if (asProxy)
+      return `a container runs as UID ${PROXY_UID}, the writegate proxy's, which the enforce rules let through`
+  }
+  return undefined
+}
+
+function envOps(containerIndex: number, current: EnvVar[] | undefined, desired: EnvVar[]): JsonPatchOp[] {
+  if (current === undefined)
+    return [{ op: 'add', path: pointer('spec', 'containers', containerIndex, 'env'), value: desired }]
+  const ops: JsonPatchOp[] = []
+  for (const want of desired) {
+    // The last entry of a name is the one Kubernetes uses.
+    const at = current.findLastIndex((e) => e.name === want.name)
+    if (at < 0)
+      ops.push({ op: 'add', path: pointer('spec', 'containers', containerIndex, 'env', '-'), value: want })
+    else if (current[at]?.value !== want.value || current[at]?.valueFrom !== undefined)
+      ops.push({ op: 'replace', path: pointer('spec', 'containers', containerIndex, 'env', at), value: want })
+  }
+  return ops
+}
+
+function appendOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
+  if (items.length === 0) return []
+  if (current === undefined) return [{ op: 'add', path: pointer(...path), value: items }]
+  return items.map((value) => ({ op: 'add', path: pointer(...path, '-'), value }))
+}
+
+/**
+ * The JSON Patch that injects gate-proxy into a pod, computed as the difference between the
+ * pod and its injected state. Applying it and asking again gives an empty patch, so a
+ * reinvoked webhook, or a pod that was injected before, changes nothing.
+ */
+export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
+  const reading = readInjectionAnnotations(pod.metadata?.annotations, opts.defaults)
+  if (reading.kind === 'not-requested') return { outcome: 'skipped' }
+  if (reading.kind === 'invalid') return { outcome: 'rejected', message: reading.message }
+  const req = reading.request
+  const spec = pod.spec
+  const volumes = proxyVolumes(req, opts)
+  const problem = conflicts(pod, req, opts, volumes)
+  if (problem) return { outcome: 'rejected', message: problem }
+
+  const patch: JsonPatchOp[] = []
+  const labels = pod.metadata?.labels
+  if (pod.metadata === undefined)
+    patch.push({
+      op: 'add',
+      path: '/metadata',
+      value: { labels: { [INJECTED_LABEL]: INJECTED_LABEL_VALUE } },
+    })
+  else if (labels === undefined)
+    patch.push({ op: 'add', path: '/metadata/labels', value: { [INJECTED_LABEL]: INJECTED_LABEL_VALUE } })
+  else if (labels[INJECTED_LABEL] !== INJECTED_LABEL_VALUE)
+    patch.push({
+      op: labels[INJECTED_LABEL] === undefined ? 'add' : 'replace',
+      path: pointer('metadata', 'labels', INJECTED_LABEL),
+      value: INJECTED_LABEL_VALUE,
+    })
+
+  const haveVolumes = new Set((spec.volumes ?? []).map((v) => v.name))
+  patch.push(
+    ...appendOps(
+      ['spec', 'volumes'],
+      spec.volumes,
+      volumes.filter((v) => !haveVolumes.has(v.name)),
+    ),
+  )
+
+  const present = new Set([...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name))
+  const inits: Container[] = []
+  // The iptables rules go in after the pod's own init containers, which run before the proxy exists.
+  if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts))
+  const proxyMissing = !present.has(PROXY_CONTAINER)
+  if (proxyMissing && opts.proxy.nativeSidecar) inits.push(proxyContainer(req, opts))
+  patch.push(...appendOps(['spec', 'initContainers'], spec.initContainers, inits))
+
+  const desiredEnv = agentEnv(req, opts)
+  spec.containers.forEach((c, i) => {
+    if (c.name !== PROXY_CONTAINER) patch.push(...envOps(i, c.env, desiredEnv))
+  })
+  if (proxyMissing && !opts.proxy.nativeSidecar)
+    patch.push({ op: 'add', path: pointer('spec', 'containers', '-'), value: proxyContainer(req, opts) })
+
+  return { outcome: 'injected', patch, request: req }
+}

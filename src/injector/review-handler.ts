@@ -1,0 +1,87 @@
+import { ERRORS } from '../core/errors.js'
+import {
+  type AdmissionResponseBody,
+  admissionReviewSchema,
+  allow,
+  deny,
+  issuesOf,
+  readPod,
+} from './admission-review.js'
+import { type InjectorOptions, mutatePod } from './pod-mutation.js'
+
+/** What the log gets for one review: identifiers and the outcome, never the object itself. */
+export interface ReviewSummary {
+  uid?: string
+  namespace?: string
+  pod?: string
+  outcome: 'injected' | 'unchanged' | 'skipped' | 'ignored' | 'rejected' | 'invalid'
+  ops?: number
+  message?: string
+  dryRun?: boolean
+}
+
+export interface ReviewAnswer {
+  status: number
+  body: AdmissionResponseBody | { error: string; code: string; issues?: unknown }
+  summary: ReviewSummary
+}
+
+/**
+ * One admission review, from parsed JSON to the HTTP answer. A body that is not an
+ * AdmissionReview has no uid to answer to, so it gets a 400 JSON error (the API server
+ * then applies the webhook's failurePolicy). A review of a pod the injector cannot read
+ * or gate safely is answered `allowed: false` with a message for `kubectl`.
+ */
+export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer {
+  const parsed = admissionReviewSchema.safeParse(body)
+  if (!parsed.success) {
+    const issues = issuesOf(parsed.error)
+    const first = issues[0]
+    return {
+      status: 400,
+      body: {
+        error: `invalid AdmissionReview${first ? `: ${first.path || '(root)'}: ${first.message}` : ''}`,
+        code: ERRORS.invalidRequest.code,
+        issues,
+      },
+      summary: { outcome: 'invalid', ...(first ? { message: `${first.path}: ${first.message}` } : {}) },
+    }
+  }
+  const req = parsed.data.request
+  const base: Omit<ReviewSummary, 'outcome'> = {
+    uid: req.uid,
+    ...(req.namespace ? { namespace: req.namespace } : {}),
+    ...(req.dryRun ? { dryRun: true } : {}),
+  }
+  if (req.kind.group !== '' || req.kind.kind !== 'Pod' || req.operation !== 'CREATE')
+    return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
+
+  const pod = readPod(req.object)
+  if (!pod.ok) {
+    const first = pod.issues[0]
+    const message = `writegate cannot read this pod${first ? `: ${first.path}: ${first.message}` : ''}`
+    return { status: 200, body: deny(req.uid, message), summary: { ...base, outcome: 'rejected', message } }
+  }
+  const meta = pod.pod.metadata
+  const named = {
+    ...base,
+    ...(meta?.name || meta?.generateName ? { pod: meta.name || meta.generateName } : {}),
+  }
+  const m = mutatePod(pod.pod, opts)
+  switch (m.outcome) {
+    case 'skipped':
+      return { status: 200, body: allow(req.uid), summary: { ...named, outcome: 'skipped' } }
+    case 'rejected':
+      return {
+        status: 200,
+        body: deny(req.uid, m.message),
+        summary: { ...named, outcome: 'rejected', message: m.message },
+      }
+    case 'injected':
+      return {
+        status: 200,
+        body: allow(req.uid, m.patch),
+        summary: { ...named, outcome: m.patch.length > 0 ? 'injected' : 'unchanged', ops: m.patch.length },
+      }
+  }
+}

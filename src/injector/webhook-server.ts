@@ -1,0 +1,143 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { createServer, type Server } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import secureJson from 'secure-json-parse'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
+import type { Logger } from '../observability/logger.js'
+import type { ReviewAnswer } from './review-handler.js'
+
+/** The API server caps request bodies at 3 MiB; a review is never larger. */
+export const MAX_REVIEW_BYTES = 3 * 1024 * 1024
+export const MUTATE_PATH = '/mutate'
+
+export interface TlsMaterial {
+  cert: string | Buffer
+  key: string | Buffer
+}
+
+export interface WebhookServerDeps {
+  tls: TlsMaterial
+  logger: Logger
+  review(body: unknown): ReviewAnswer
+}
+
+export interface WebhookServer {
+  readonly server: Server
+  listen(port: number, host: string): Promise<AddressInfo>
+  /** Swaps the serving certificate (a renewal) without dropping connections. */
+  setTls(tls: TlsMaterial): void
+  close(): Promise<void>
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+
+function sendError(res: ServerResponse, def: ErrorDef, message = def.message): void {
+  sendJson(res, def.status, { error: message, code: def.code })
+}
+
+class BodyTooLarge extends Error {}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'])
+    if (Number.isFinite(declared) && declared > limit) return reject(new BodyTooLarge())
+    const chunks: Buffer[] = []
+    let size = 0
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        req.removeAllListeners('data')
+        req.resume()
+        reject(new BodyTooLarge())
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on('end', () => resolve(Buffer.concat(chunks)))
+    req.on('error', reject)
+  })
+}
+
+/**
+ * The admission webhook over HTTPS (node:https): POST /mutate takes an AdmissionReview,
+ * GET /healthz answers liveness. Every error is JSON, and no request can take the server
+ * down: a failure in one review is a 500 for that review alone.
+ */
+export function createWebhookServer(deps: WebhookServerDeps): WebhookServer {
+  const { logger } = deps
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]
+    if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD'))
+      return sendJson(res, 200, { status: 'ok' })
+    if (path !== MUTATE_PATH || req.method !== 'POST') return sendError(res, ERRORS.notFound)
+    const type = String(req.headers['content-type'] ?? '')
+    if (!/^application\/json\s*(;.*)?$/i.test(type)) return sendError(res, ERRORS.unsupportedMediaType)
+
+    let raw: Buffer
+    try {
+      raw = await readBody(req, MAX_REVIEW_BYTES)
+    } catch (err) {
+      if (err instanceof BodyTooLarge) {
+        res.setHeader('connection', 'close')
+        return sendError(res, ERRORS.payloadTooLarge, 'AdmissionReview over 3 MiB')
+      }
+      throw err
+    }
+    let body: unknown
+    try {
+      body = secureJson.parse(raw.toString('utf8'), undefined, {
+        protoAction: 'error',
+        constructorAction: 'error',
+      })
+    } catch {
+      return sendError(res, ERRORS.invalidJson)
+    }
+    const answer = deps.review(body)
+    const s = answer.summary
+    if (s.outcome === 'invalid') logger.warn({ review: s }, 'malformed admission review')
+    else logger.info({ review: s }, `admission review ${s.outcome}`)
+    sendJson(res, answer.status, answer.body)
+  }
+
+  const server = createServer(
+    { cert: deps.tls.cert, key: deps.tls.key, minVersion: 'TLSv1.2' },
+    (req, res) => {
+      handle(req, res).catch((err: unknown) => {
+        logger.error({ err }, 'admission review failed')
+        if (!res.headersSent) sendError(res, ERRORS.internal)
+        else res.destroy()
+      })
+    },
+  )
+  // The API server times a webhook out after at most 30 s; a slower client is not one.
+  server.requestTimeout = 30_000
+  server.headersTimeout = 10_000
+  server.on('tlsClientError', (err) => logger.debug({ err }, 'TLS handshake failed'))
+
+  return {
+    server,
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => {
+          server.off('error', reject)
+          resolve(server.address() as AddressInfo)
+        })
+      })
+    },
+    setTls(tls) {
+      server.setSecureContext({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' })
+    },
+    close() {
+      return new Promise((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+    },
+  }
+}

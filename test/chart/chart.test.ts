@@ -1,0 +1,448 @@
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { parse as parseYaml } from 'yaml'
+import { parseSettings } from '../../src/config/load.js'
+import { injectorOptions } from '../../src/injector/injector-process.js'
+import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
+import type { Pod } from '../../src/injector/kube-types.js'
+import { mutatePod } from '../../src/injector/pod-mutation.js'
+import { all, CHART, find, type KubeObject, NAMESPACE, RELEASE, renderChart } from '../helpers/chart.js'
+import { helm } from '../helpers/helm.js'
+
+const EXAMPLES = readdirSync(join(CHART, 'examples'))
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()
+
+/** Current API versions only: a removed or deprecated one (policy/v1beta1, autoscaling/v2beta2, …) fails. */
+const KNOWN: Record<string, { namespaced: boolean }> = {
+  'v1/ConfigMap': { namespaced: true },
+  'v1/Secret': { namespaced: true },
+  'v1/Service': { namespaced: true },
+  'v1/ServiceAccount': { namespaced: true },
+  'apps/v1/Deployment': { namespaced: true },
+  'apps/v1/StatefulSet': { namespaced: true },
+  'batch/v1/Job': { namespaced: true },
+  'policy/v1/PodDisruptionBudget': { namespaced: true },
+  'autoscaling/v2/HorizontalPodAutoscaler': { namespaced: true },
+  'admissionregistration.k8s.io/v1/MutatingWebhookConfiguration': { namespaced: false },
+  'cert-manager.io/v1/Issuer': { namespaced: true },
+  'cert-manager.io/v1/Certificate': { namespaced: true },
+  'monitoring.coreos.com/v1/ServiceMonitor': { namespaced: true },
+  'monitoring.coreos.com/v1/PodMonitor': { namespaced: true },
+}
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+const METRICS = [
+  'writegate_decisions_total',
+  'writegate_decision_duration_seconds',
+  'writegate_gate_duration_seconds',
+  'writegate_upstream_duration_seconds',
+  'writegate_snapshot_version',
+  'writegate_snapshot_age_seconds',
+  'writegate_fail_closed_total',
+  'writegate_commit_retries_total',
+  'writegate_receipt_drain_backlog',
+]
+
+const WORKLOADS = ['Deployment', 'StatefulSet', 'Job']
+
+function podSpecOf(o: KubeObject) {
+  return o.spec.template.spec
+}
+
+function matches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v)
+}
+
+function b64(s: string): string {
+  return Buffer.from(s, 'base64').toString('utf8')
+}
+
+/** Every check that holds for any rendering of the chart. */
+function checkObjects(t: Test, objects: KubeObject[]): void {
+  const workloads = objects.filter((o) => WORKLOADS.includes(o.kind))
+  for (const o of objects) {
+    const id = `${o.kind} ${o.metadata?.name}`
+    const known = KNOWN[`${o.apiVersion}/${o.kind}`]
+    t.ok(known, `${id}: ${o.apiVersion} ${o.kind} is a current API`)
+    t.match(o.metadata?.name, DNS_SUBDOMAIN, `${id}: a valid name`)
+    if (known?.namespaced) t.equal(o.metadata.namespace, NAMESPACE, `${id}: in the release namespace`)
+    else t.equal(o.metadata.namespace, undefined, `${id}: cluster-scoped`)
+    t.equal(o.metadata.labels?.['app.kubernetes.io/instance'], RELEASE, `${id}: instance label`)
+    t.equal(o.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm', `${id}: managed-by label`)
+  }
+
+  for (const o of workloads) {
+    const id = `${o.kind} ${o.metadata.name}`
+    const spec = podSpecOf(o)
+    if (o.kind !== 'Job') {
+      t.ok(
+        matches(o.spec.selector.matchLabels, o.spec.template.metadata.labels),
+        `${id}: selector matches its pods`,
+      )
+    }
+    t.equal(spec.securityContext?.runAsNonRoot, true, `${id}: runs as non-root`)
+    t.equal(spec.automountServiceAccountToken, false, `${id}: no API token mounted`)
+    const volumes = new Set(
+      [
+        ...(spec.volumes ?? []),
+        ...(o.spec.volumeClaimTemplates ?? []).map((v: KubeObject) => v.metadata),
+      ].map((v: KubeObject) => v.name),
+    )
+    for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+      t.ok(c.image, `${id}/${c.name}: image`)
+      t.ok(c.resources?.requests && c.resources?.limits, `${id}/${c.name}: requests and limits`)
+      t.equal(c.securityContext?.allowPrivilegeEscalation, false, `${id}/${c.name}: no privilege escalation`)
+      t.ok(c.securityContext?.capabilities?.drop?.includes('ALL'), `${id}/${c.name}: drops all capabilities`)
+      for (const m of c.volumeMounts ?? [])
+        t.ok(volumes.has(m.name), `${id}/${c.name}: volume ${m.name} exists`)
+    }
+  }
+  for (const d of all(objects, 'Deployment')) {
+    for (const c of podSpecOf(d).containers)
+      t.equal(c.securityContext.readOnlyRootFilesystem, true, `${d.metadata.name}/${c.name}: read-only root`)
+  }
+
+  for (const s of all(objects, 'Service')) {
+    t.match(s.metadata.name, DNS_LABEL, `Service ${s.metadata.name}: a DNS label`)
+    const backends = workloads.filter(
+      (w) => w.kind !== 'Job' && matches(s.spec.selector, w.spec.template.metadata.labels),
+    )
+    t.equal(backends.length, 1, `Service ${s.metadata.name} selects exactly one workload`)
+    const ports = new Set(
+      podSpecOf(backends[0])
+        .containers.flatMap((c: KubeObject) => c.ports ?? [])
+        .map((p: KubeObject) => p.name),
+    )
+    for (const p of s.spec.ports)
+      t.ok(ports.has(p.targetPort), `Service ${s.metadata.name}: targetPort ${p.targetPort} exists`)
+  }
+
+  for (const pdb of all(objects, 'PodDisruptionBudget')) {
+    const target = all(objects, 'Deployment').find((d) =>
+      matches(pdb.spec.selector.matchLabels, d.spec.template.metadata.labels),
+    )
+    t.ok(target, `PDB ${pdb.metadata.name} covers a Deployment`)
+    const hpa = all(objects, 'HorizontalPodAutoscaler').find(
+      (h) => h.spec.scaleTargetRef.name === target?.metadata.name,
+    )
+    const replicas = hpa ? hpa.spec.minReplicas : target?.spec.replicas
+    t.ok(pdb.spec.minAvailable < replicas, `PDB ${pdb.metadata.name}: a node drain can still evict one pod`)
+  }
+
+  const cp = find(objects, 'Deployment', `${RELEASE}-writegate`)
+  t.ok(cp, 'the control-plane Deployment')
+  const hpa = find(objects, 'HorizontalPodAutoscaler')
+  if (hpa) {
+    t.equal(hpa.spec.scaleTargetRef.kind, 'Deployment')
+    t.equal(hpa.spec.scaleTargetRef.name, cp.metadata.name)
+    t.ok(hpa.spec.minReplicas >= 2)
+    t.equal(cp.spec.replicas, undefined, 'the HPA owns the replica count')
+  } else {
+    t.ok(cp.spec.replicas >= 2, 'at least two control-plane replicas')
+  }
+  t.match(cp.spec.template.metadata.annotations['checksum/config'], /^[0-9a-f]{64}$/)
+  const cpEnv = Object.fromEntries(podSpecOf(cp).containers[0].env.map((e: KubeObject) => [e.name, e]))
+  for (const name of ['WRITEGATE_DATABASE_URL', 'WRITEGATE_REDIS_URL'])
+    t.ok(cpEnv[name]?.valueFrom?.secretKeyRef?.name, `${name} comes from a Secret`)
+  t.match(cpEnv.WRITEGATE_MASTER_KEY_FILE?.value, /^\/var\/run\/writegate\/master-key\//)
+  t.same(podSpecOf(cp).containers[0].args, ['start'])
+
+  const job = find(objects, 'Job')
+  t.same(podSpecOf(job).containers[0].args, ['migrate'], 'the migration Job runs writegate migrate')
+  t.match(job.metadata.annotations['helm.sh/hook'], /^(pre|post)-install,pre-upgrade$/)
+
+  // The settings both processes read are valid settings.
+  const config = find(objects, 'ConfigMap', `${RELEASE}-writegate-config`)
+  const settings = parseSettings(parseYaml(config.data['writegate.yaml']))
+  t.equal(settings.server.port, 8080)
+}
+
+function checkWebhook(t: Test, objects: KubeObject[]): void {
+  const webhookConfig = find(objects, 'MutatingWebhookConfiguration')
+  t.ok(webhookConfig, 'a MutatingWebhookConfiguration')
+  t.equal(webhookConfig.webhooks.length, 1)
+  const hook = webhookConfig.webhooks[0]
+  t.equal(hook.failurePolicy, 'Fail', 'fails closed')
+  t.equal(hook.sideEffects, 'None')
+  t.same(hook.admissionReviewVersions, ['v1'])
+  t.same(hook.rules, [
+    {
+      operations: ['CREATE'],
+      apiGroups: [''],
+      apiVersions: ['v1'],
+      resources: ['pods'],
+      scope: 'Namespaced',
+    },
+  ])
+  t.ok(hook.timeoutSeconds >= 1 && hook.timeoutSeconds <= 30)
+  t.same(hook.namespaceSelector.matchLabels, { 'writegate.io/injection': 'enabled' })
+  t.same(hook.namespaceSelector.matchExpressions[0], {
+    key: 'kubernetes.io/metadata.name',
+    operator: 'NotIn',
+    values: [NAMESPACE, 'kube-system'],
+  })
+
+  // clientConfig.service is the injector Service, and its port reaches the webhook's container port.
+  const svcRef = hook.clientConfig.service
+  const svc = find(objects, 'Service', svcRef.name)
+  t.ok(svc, `the webhook's Service ${svcRef.name} is rendered`)
+  t.equal(svcRef.namespace, svc.metadata.namespace)
+  t.equal(svcRef.path, '/mutate')
+  const svcPort = svc.spec.ports.find((p: KubeObject) => p.port === svcRef.port)
+  t.ok(svcPort, `Service port ${svcRef.port}`)
+  const injector = all(objects, 'Deployment').find((d) =>
+    matches(svc.spec.selector, d.spec.template.metadata.labels),
+  )
+  const container = podSpecOf(injector).containers[0]
+  t.same(container.args, ['injector'])
+  const containerPort = container.ports.find((p: KubeObject) => p.name === svcPort.targetPort)
+  const settings = parseSettings(
+    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
+  )
+  t.equal(containerPort.containerPort, settings.injector.port, 'the injector listens where the Service sends')
+  t.equal(container.readinessProbe.httpGet.scheme, 'HTTPS')
+  t.equal(container.readinessProbe.httpGet.path, '/healthz')
+
+  // The certificate the injector serves is the one the settings name, from the Secret the webhook trusts.
+  const tlsMount = container.volumeMounts.find((m: KubeObject) =>
+    settings.injector.tls.certFile.startsWith(`${m.mountPath}/`),
+  )
+  t.ok(tlsMount, 'the TLS files are mounted where the settings say')
+  const tlsSecretName = podSpecOf(injector).volumes.find((v: KubeObject) => v.name === tlsMount.name).secret
+    .secretName
+  const dnsName = `${svc.metadata.name}.${NAMESPACE}.svc`
+
+  const certificate = find(objects, 'Certificate')
+  if (certificate) {
+    t.equal(
+      webhookConfig.metadata.annotations['cert-manager.io/inject-ca-from'],
+      `${NAMESPACE}/${certificate.metadata.name}`,
+    )
+    t.equal(hook.clientConfig.caBundle, undefined, 'cert-manager injects the CA')
+    t.equal(
+      certificate.spec.secretName,
+      tlsSecretName,
+      'the Certificate writes the Secret the injector mounts',
+    )
+    t.ok(certificate.spec.dnsNames.includes(dnsName), `the Certificate covers ${dnsName}`)
+    const issuer = certificate.spec.issuerRef
+    if (issuer.kind === 'Issuer') t.ok(find(objects, 'Issuer', issuer.name), 'its Issuer is rendered')
+    t.notOk(find(objects, 'Secret', tlsSecretName), 'no chart-made TLS Secret alongside cert-manager')
+  } else {
+    const secret = find(objects, 'Secret', tlsSecretName)
+    t.ok(secret, 'the chart-generated TLS Secret')
+    t.equal(secret.type, 'kubernetes.io/tls')
+    t.equal(hook.clientConfig.caBundle, secret.data['ca.crt'], 'the webhook trusts the CA in the Secret')
+    const ca = new X509Certificate(b64(hook.clientConfig.caBundle))
+    const serving = new X509Certificate(b64(secret.data['tls.crt']))
+    t.ok(ca.ca, 'caBundle is a CA')
+    t.ok(serving.verify(ca.publicKey), 'the serving certificate is signed by that CA')
+    t.ok(serving.checkIssued(ca))
+    t.equal(serving.checkHost(dnsName), dnsName, `the serving certificate covers ${dnsName}`)
+    t.ok(serving.checkPrivateKey(createPrivateKeyFrom(secret.data['tls.key'])), 'tls.key matches tls.crt')
+  }
+}
+
+function createPrivateKeyFrom(b64Key: string) {
+  return createPrivateKey(b64(b64Key))
+}
+
+t.test('every example renders objects that are current, complete and consistent', async (t) => {
+  t.ok(EXAMPLES.length >= 4, `examples: ${EXAMPLES.join(', ')}`)
+  const rendered = await Promise.all(EXAMPLES.map((f) => renderChart(['-f', join(CHART, 'examples', f)])))
+  EXAMPLES.forEach((file, i) => {
+    t.test(file, async (t) => {
+      const objects = rendered[i] as KubeObject[]
+      checkObjects(t, objects)
+      checkWebhook(t, objects)
+    })
+  })
+})
+
+t.test('the examples cover the set-ups they name', async (t) => {
+  const [minimal, certManager, dev, ha] = await Promise.all(
+    ['minimal', 'cert-manager', 'dev-bundled', 'ha'].map((n) =>
+      renderChart(['-f', join(CHART, 'examples', `${n}.yaml`)]),
+    ),
+  )
+  t.notOk(find(minimal!, 'StatefulSet'), 'minimal: no bundled databases')
+  t.notOk(find(minimal!, 'HorizontalPodAutoscaler'))
+  t.ok(
+    find(certManager!, 'Certificate') &&
+      find(certManager!, 'ServiceMonitor') &&
+      find(certManager!, 'PodMonitor'),
+  )
+  t.ok(find(ha!, 'HorizontalPodAutoscaler'), 'ha: an HPA')
+  const haEnv = podSpecOf(find(ha!, 'Deployment', `${RELEASE}-writegate`)).containers[0].env.map(
+    (e: KubeObject) => e.name,
+  )
+  t.ok(haEnv.includes('WRITEGATE_AUDIT_SIGNING_KEY_FILE') && haEnv.includes('WRITEGATE_SYSTEMS_FILE'))
+
+  const redis = find(dev!, 'StatefulSet', `${RELEASE}-writegate-redis`)
+  t.same(podSpecOf(redis).containers[0].args, [
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'always',
+    '--dir',
+    '/data',
+  ])
+  t.ok(find(dev!, 'StatefulSet', `${RELEASE}-writegate-postgresql`), 'dev: bundled PostgreSQL')
+  const redisUrl = find(dev!, 'Secret', `${RELEASE}-writegate-redis`).stringData.url
+  t.equal(
+    redisUrl,
+    `redis://${RELEASE}-writegate-redis.${NAMESPACE}.svc:6379`,
+    'reachable from agent namespaces',
+  )
+  t.match(
+    find(dev!, 'Job').metadata.annotations['helm.sh/hook'],
+    /^post-install,pre-upgrade$/,
+    'after the bundled database exists',
+  )
+  const key = find(dev!, 'Secret', `${RELEASE}-writegate-master-key`)
+  t.equal(Buffer.from(b64(key.data['master.key']).trim(), 'base64').length, 32, 'a 32-byte master key')
+  t.equal(key.metadata.annotations['helm.sh/resource-policy'], 'keep')
+})
+
+t.test(
+  'Prometheus and Grafana: monitors that find their targets, a dashboard with every metric',
+  async (t) => {
+    const objects = await renderChart(['-f', join(CHART, 'examples', 'cert-manager.yaml')])
+    const sm = find(objects, 'ServiceMonitor')
+    const svc = all(objects, 'Service').find((s) => matches(sm.spec.selector.matchLabels, s.metadata.labels))
+    t.equal(
+      svc?.metadata.name,
+      `${RELEASE}-writegate`,
+      'the ServiceMonitor selects the control-plane Service',
+    )
+    t.ok(
+      svc.spec.ports.some((p: KubeObject) => p.name === sm.spec.endpoints[0].port),
+      'on its metrics port',
+    )
+    t.equal(sm.metadata.labels.release, 'kube-prometheus-stack')
+
+    // The PodMonitor selects what the injector produces: its label and its proxy's metrics port.
+    const pm = find(objects, 'PodMonitor')
+    const settings = parseSettings(
+      parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
+    )
+    const review = JSON.parse(
+      readFileSync(
+        join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
+        'utf8',
+      ),
+    )
+    const m = mutatePod(review.request.object, injectorOptions(settings))
+    if (m.outcome !== 'injected') throw new Error('expected an injection')
+    const pod = applyJsonPatch(review.request.object as Pod, m.patch)
+    t.ok(matches(pm.spec.selector.matchLabels, pod.metadata?.labels), 'the PodMonitor selects injected pods')
+    t.same(pm.spec.namespaceSelector, { any: true })
+    const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
+    t.ok(
+      proxy?.ports?.some((p) => p.name === pm.spec.podMetricsEndpoints[0].port),
+      'on the proxy metrics port',
+    )
+
+    const cm = all(objects, 'ConfigMap').find((c) => c.metadata.labels?.grafana_dashboard === '1')
+    t.ok(cm, 'a ConfigMap labelled grafana_dashboard: "1"')
+    const dashboard = JSON.parse(cm.data['writegate.json'])
+    const exprs = JSON.stringify(
+      dashboard.panels.flatMap((p: KubeObject) => p.targets ?? []).map((x: KubeObject) => x.expr),
+    )
+    for (const metric of METRICS) t.ok(exprs.includes(metric), `the dashboard charts ${metric}`)
+    t.match(exprs, /histogram_quantile\(0\.99, sum by \(le\) \(rate\(writegate_gate_duration_seconds_bucket/)
+    t.match(exprs, /sum by \(decision\) \(rate\(writegate_decisions_total/)
+    t.match(exprs, /sum by \(verb, decision\) \(rate\(writegate_decisions_total/)
+    t.equal(
+      cm.data['writegate.json'],
+      readFileSync(join(CHART, 'dashboards', 'writegate.json'), 'utf8').trimEnd(),
+    )
+  },
+)
+
+t.test("the chart's settings give injected proxies their secrets, and agents none of them", async (t) => {
+  const objects = await renderChart(['-f', join(CHART, 'examples', 'minimal.yaml')])
+  const settings = parseSettings(
+    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
+  )
+  t.equal(
+    settings.injector.proxy.image,
+    'registry.example.com/platform/writegate:0.1.0',
+    'the proxy image follows image.*',
+  )
+  const review = JSON.parse(
+    readFileSync(
+      join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
+      'utf8',
+    ),
+  )
+  const m = mutatePod(review.request.object, injectorOptions(settings))
+  if (m.outcome !== 'injected') throw new Error('expected an injection')
+  const pod = applyJsonPatch(review.request.object as Pod, m.patch)
+  const secretVolumes = new Set((pod.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.name))
+  const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
+  t.ok(
+    proxy?.volumeMounts?.some((v) => secretVolumes.has(v.name)),
+    'the proxy mounts its secrets',
+  )
+  for (const c of pod.spec.containers) {
+    t.notOk(
+      c.volumeMounts?.some((v) => secretVolumes.has(v.name) && v.name.startsWith('writegate-')),
+      `${c.name}: no proxy secret`,
+    )
+    t.notOk(c.envFrom?.length, `${c.name}: no envFrom`)
+    t.equal(c.env?.find((e) => e.name === 'HTTP_PROXY')?.value, 'http://127.0.0.1:15001')
+  }
+})
+
+t.test('settings changes roll the pods; bad values fail with a clear message', async (t) => {
+  const base = ['-f', join(CHART, 'examples', 'minimal.yaml')]
+  const [a, b] = await Promise.all([
+    renderChart(base),
+    renderChart([...base, '--set', 'controlPlane.logLevel=debug']),
+  ])
+  const sum = (o: KubeObject[]) =>
+    find(o, 'Deployment', `${RELEASE}-writegate`).spec.template.metadata.annotations['checksum/config']
+  t.not(sum(a), sum(b), 'checksum/config follows the settings')
+  const configText = (o: KubeObject[]) =>
+    find(o, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']
+  t.not(configText(a), configText(b))
+  t.equal(createHash('sha256').update(configText(a)).digest('hex').length, 64)
+
+  const failures: [string[], RegExp][] = [
+    [[], /externalDatabase\.existingSecret is required/],
+    [['--set', 'externalDatabase.existingSecret=db'], /externalRedis\.existingSecret is required/],
+    [
+      ['--set', 'externalDatabase.existingSecret=db', '--set', 'externalRedis.existingSecret=r'],
+      /masterKey\.existingSecret is required/,
+    ],
+    [[...base, '--set', 'controlPlane.replica=3'], /additional properties 'replica' not allowed|replica/],
+    [[...base, '--set', 'controlPlane.replicas=1'], /minimum/],
+    [[...base, '--set', 'redis.appendfsync=sometimes'], /appendfsync/],
+    [[...base, '--set', 'injector.timeoutSeconds=60'], /timeoutSeconds/],
+  ]
+  const results = await Promise.all(
+    failures.map(([args]) => helm(['template', RELEASE, CHART, '-n', NAMESPACE, ...args])),
+  )
+  failures.forEach(([args, pattern], i) => {
+    const r = results[i]!
+    t.not(r.code, 0, `fails: ${args.join(' ') || '(no values)'}`)
+    t.match(r.stderr, pattern)
+  })
+})
+
+t.test('helm lint --strict passes for every example', async (t) => {
+  const results = await Promise.all(
+    EXAMPLES.map((f) =>
+      helm(['lint', '--strict', CHART, '-f', join(CHART, 'examples', f), '--namespace', NAMESPACE]),
+    ),
+  )
+  EXAMPLES.forEach((f, i) => {
+    const r = results[i]!
+    t.equal(r.code, 0, `${f}: ${r.stdout}${r.stderr}`)
+    t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
+  })
+})

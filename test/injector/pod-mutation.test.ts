@@ -1,0 +1,414 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { parseSettings } from '../../src/config/load.js'
+import type { AdmissionResponseBody } from '../../src/injector/admission-review.js'
+import { injectorOptions } from '../../src/injector/injector-process.js'
+import { applyJsonPatch, type JsonPatchOp } from '../../src/injector/jsonpatch.js'
+import type { Container, Pod } from '../../src/injector/kube-types.js'
+import { mutatePod } from '../../src/injector/pod-mutation.js'
+import { answerReview } from '../../src/injector/review-handler.js'
+
+const fixtures = join(import.meta.dirname, 'fixtures')
+// biome-ignore lint/suspicious/noExplicitAny: fixtures are inspected loosely
+const fixture = (name: string): any => JSON.parse(readFileSync(join(fixtures, name), 'utf8'))
+const opts = injectorOptions(
+  parseSettings({ injector: { proxy: { image: 'registry.example/writegate:1.2.3' } } }),
+)
+
+function patchOf(body: unknown): JsonPatchOp[] {
+  const r = (body as AdmissionResponseBody).response
+  if (!r.patch) return []
+  t.equal(r.patchType, 'JSONPatch')
+  return JSON.parse(Buffer.from(r.patch, 'base64').toString('utf8')) as JsonPatchOp[]
+}
+
+const PROXY_ENV_FOR_BILLING = [
+  { name: 'HTTP_PROXY', value: 'http://127.0.0.1:15001' },
+  { name: 'http_proxy', value: 'http://127.0.0.1:15001' },
+  { name: 'NO_PROXY', value: '127.0.0.1,localhost,::1' },
+  { name: 'no_proxy', value: '127.0.0.1,localhost,::1' },
+  { name: 'BILLING_API_URL', value: 'http://127.0.0.1:15001/sys_billing' },
+  { name: 'GITHUB_API_URL', value: 'http://127.0.0.1:15001/sys_github' },
+]
+
+const PROXY_CONTAINER_FOR_BILLING = {
+  name: 'writegate-proxy',
+  image: 'registry.example/writegate:1.2.3',
+  imagePullPolicy: 'IfNotPresent',
+  args: ['proxy'],
+  ports: [
+    { name: 'wg-proxy', containerPort: 15001, protocol: 'TCP' },
+    { name: 'wg-metrics', containerPort: 9464, protocol: 'TCP' },
+  ],
+  env: [
+    { name: 'WRITEGATE_PROXY_PORT', value: '15001' },
+    { name: 'WRITEGATE_METRICS_PORT', value: '9464' },
+    { name: 'WRITEGATE_ROUTES_FILE', value: '/etc/writegate/routes/systems.yaml' },
+    { name: 'WRITEGATE_PROXY_API_KEY_FILE', value: '/var/run/writegate/proxy/api-key' },
+    {
+      name: 'WRITEGATE_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'billing-agent-writegate', key: 'redis-url' } },
+    },
+    { name: 'WRITEGATE_LOG_LEVEL', value: 'info' },
+  ],
+  envFrom: [{ secretRef: { name: 'billing-api-token' } }, { secretRef: { name: 'github-app-key' } }],
+  volumeMounts: [
+    { name: 'writegate-routes', mountPath: '/etc/writegate/routes', readOnly: true },
+    { name: 'writegate-proxy-secret', mountPath: '/var/run/writegate/proxy', readOnly: true },
+    {
+      name: 'writegate-credential-0',
+      mountPath: '/var/run/writegate/credentials/billing-api-token',
+      readOnly: true,
+    },
+    {
+      name: 'writegate-credential-1',
+      mountPath: '/var/run/writegate/credentials/github-app-key',
+      readOnly: true,
+    },
+    { name: 'writegate-tmp', mountPath: '/tmp' },
+  ],
+  resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } },
+  securityContext: {
+    runAsUser: 1337,
+    runAsGroup: 1337,
+    runAsNonRoot: true,
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  },
+  livenessProbe: { httpGet: { path: '/healthz', port: 15001 }, periodSeconds: 10, failureThreshold: 3 },
+  readinessProbe: { httpGet: { path: '/readyz', port: 15001 }, periodSeconds: 5, failureThreshold: 2 },
+  startupProbe: { httpGet: { path: '/readyz', port: 15001 }, periodSeconds: 1, failureThreshold: 120 },
+  restartPolicy: 'Always',
+}
+
+t.test('an annotated pod gets exactly this JSON Patch', async (t) => {
+  const review = fixture('review-annotated-pod.json')
+  const answer = answerReview(review, opts)
+  t.equal(answer.status, 200)
+  const body = answer.body as AdmissionResponseBody
+  t.equal(body.apiVersion, 'admission.k8s.io/v1')
+  t.equal(body.kind, 'AdmissionReview')
+  t.equal(body.response.uid, review.request.uid, 'answers the review it was asked')
+  t.equal(body.response.allowed, true)
+  t.same(patchOf(body), [
+    { op: 'add', path: '/metadata/labels/writegate.io~1proxy', value: 'injected' },
+    {
+      op: 'add',
+      path: '/spec/volumes/-',
+      value: {
+        name: 'writegate-routes',
+        configMap: { name: 'billing-routes', items: [{ key: 'systems.yaml', path: 'systems.yaml' }] },
+      },
+    },
+    {
+      op: 'add',
+      path: '/spec/volumes/-',
+      value: {
+        name: 'writegate-proxy-secret',
+        secret: { secretName: 'billing-agent-writegate', items: [{ key: 'api-key', path: 'api-key' }] },
+      },
+    },
+    {
+      op: 'add',
+      path: '/spec/volumes/-',
+      value: { name: 'writegate-credential-0', secret: { secretName: 'billing-api-token' } },
+    },
+    {
+      op: 'add',
+      path: '/spec/volumes/-',
+      value: { name: 'writegate-credential-1', secret: { secretName: 'github-app-key' } },
+    },
+    { op: 'add', path: '/spec/volumes/-', value: { name: 'writegate-tmp', emptyDir: {} } },
+    { op: 'add', path: '/spec/initContainers', value: [PROXY_CONTAINER_FOR_BILLING] },
+    // The agent's own HTTP_PROXY (a corporate proxy) is replaced in place; the rest is appended.
+    { op: 'replace', path: '/spec/containers/0/env/1', value: PROXY_ENV_FOR_BILLING[0] },
+    ...PROXY_ENV_FOR_BILLING.slice(1).map((value) => ({
+      op: 'add',
+      path: '/spec/containers/0/env/-',
+      value,
+    })),
+    { op: 'add', path: '/spec/containers/1/env', value: PROXY_ENV_FOR_BILLING },
+  ])
+  t.same(answer.summary, {
+    uid: review.request.uid,
+    namespace: 'agents',
+    pod: 'billing-agent-6d8f7c9b5-',
+    outcome: 'injected',
+    ops: 14,
+  })
+})
+
+t.test('the injected pod: agents keep their env, and only the proxy holds its secrets', async (t) => {
+  const review = fixture('review-annotated-pod.json')
+  const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
+  const agent = pod.spec.containers[0] as Container
+  t.same(
+    agent.env?.map((e) => e.name),
+    ['LOG_LEVEL', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy', 'BILLING_API_URL', 'GITHUB_API_URL'],
+  )
+  t.equal(agent.env?.find((e) => e.name === 'LOG_LEVEL')?.value, 'debug', 'untouched')
+
+  const proxySecrets = new Set(['billing-agent-writegate', 'billing-api-token', 'github-app-key'])
+  const proxyVolumes = new Set(
+    (pod.spec.volumes ?? [])
+      .filter(
+        (v) => (v.secret && proxySecrets.has(v.secret.secretName)) || v.configMap?.name === 'billing-routes',
+      )
+      .map((v) => v.name),
+  )
+  t.equal(proxyVolumes.size, 4, 'routes, API key and two credential volumes')
+  for (const c of [...pod.spec.containers, ...(pod.spec.initContainers ?? [])]) {
+    if (c.name === 'writegate-proxy') continue
+    t.notOk(
+      (c.volumeMounts ?? []).some((m) => proxyVolumes.has(m.name)),
+      `${c.name} mounts none of the proxy's volumes`,
+    )
+    t.notOk(
+      (c.envFrom ?? []).some((f) => f.secretRef && proxySecrets.has(f.secretRef.name)),
+      `${c.name} has no envFrom of the proxy's secrets`,
+    )
+    t.notOk(
+      (c.env ?? []).some((e) => e.valueFrom !== undefined || /^WRITEGATE_/.test(e.name)),
+      `${c.name} gets no secret-backed or proxy variables`,
+    )
+  }
+  const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
+  t.same(proxy?.volumeMounts?.map((m) => m.name).sort(), [...proxyVolumes, 'writegate-tmp'].sort())
+})
+
+t.test('idempotent: a pod that was injected gets an empty patch', async (t) => {
+  for (const name of ['review-annotated-pod.json', 'review-enforce-pod.json']) {
+    const review = fixture(name)
+    const once = applyJsonPatch(review.request.object, patchOf(answerReview(review, opts).body))
+    const again = answerReview({ ...review, request: { ...review.request, object: once } }, opts)
+    t.equal((again.body as AdmissionResponseBody).response.allowed, true, name)
+    t.same(patchOf(again.body), [], `${name}: nothing more to do`)
+    t.equal(again.summary.outcome, 'unchanged')
+  }
+  // As the API server sends it back on reinvocation: with its defaults filled in.
+  const injected = fixture('review-injected-pod.json')
+  const r = answerReview(injected, opts)
+  t.equal((r.body as AdmissionResponseBody).response.allowed, true)
+  t.equal((r.body as AdmissionResponseBody).response.patch, undefined, 'no patch at all')
+})
+
+t.test('a container added after injection (by another webhook) still gets the proxy variables', async (t) => {
+  const review = fixture('review-annotated-pod.json')
+  const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
+  pod.spec.containers.push({
+    name: 'late',
+    image: 'registry.example/late:1',
+    env: [{ name: 'A', value: '1' }],
+  })
+  const m = mutatePod(pod, opts)
+  t.equal(m.outcome, 'injected')
+  t.same(
+    m.outcome === 'injected' ? m.patch : [],
+    PROXY_ENV_FOR_BILLING.map((value) => ({ op: 'add', path: '/spec/containers/2/env/-', value })),
+  )
+})
+
+t.test('an un-annotated pod passes untouched', async (t) => {
+  for (const name of ['review-unannotated-pod.json', 'review-pod-update.json']) {
+    const review = fixture(name)
+    const answer = answerReview(review, opts)
+    t.equal(answer.status, 200)
+    t.same(answer.body, {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      response: { uid: review.request.uid, allowed: true },
+    })
+  }
+  const off = fixture('review-annotated-pod.json')
+  off.request.object.metadata.annotations['writegate.io/inject'] = 'false'
+  t.equal(answerReview(off, opts).summary.outcome, 'skipped')
+})
+
+t.test('the native-sidecar switch puts the proxy among the containers instead', async (t) => {
+  const classic = injectorOptions(parseSettings({ injector: { proxy: { nativeSidecar: false } } }))
+  const review = fixture('review-annotated-pod.json')
+  const patch = patchOf(answerReview(review, classic).body)
+  t.notOk(
+    patch.some((op) => op.path.startsWith('/spec/initContainers')),
+    'no init container',
+  )
+  const last = patch.at(-1) as JsonPatchOp & { value: Container }
+  t.equal(last.path, '/spec/containers/-')
+  t.equal(last.value.name, 'writegate-proxy')
+  t.equal(last.value.restartPolicy, undefined)
+  t.equal(last.value.startupProbe, undefined)
+  const pod = applyJsonPatch(review.request.object as Pod, patch)
+  t.same(mutatePod(pod, classic), {
+    outcome: 'injected',
+    patch: [],
+    request: (mutatePod(pod, classic) as { request: unknown }).request,
+  })
+})
+
+t.test('pods that cannot be gated safely are refused with a message', async (t) => {
+  const cases: [string, (o: Pod) => void, RegExp][] = [
+    [
+      'an unreadable inject flag',
+      (o) => {
+        o.metadata!.annotations!['writegate.io/inject'] = 'yes'
+      },
+      /^annotation writegate\.io\/inject must be "true" or "false", got "yes"$/,
+    ],
+    [
+      'a malformed base-url-env',
+      (o) => {
+        o.metadata!.annotations!['writegate.io/base-url-env'] = 'BILLING_API_URL'
+      },
+      /expected ENV_NAME=sys_id/,
+    ],
+    [
+      'a base-url-env that takes over HTTP_PROXY',
+      (o) => {
+        o.metadata!.annotations!['writegate.io/base-url-env'] = 'HTTP_PROXY=sys_billing'
+      },
+      /HTTP_PROXY is set by the injector itself/,
+    ],
+    [
+      'a bad Secret name',
+      (o) => {
+        o.metadata!.annotations!['writegate.io/credential-secrets'] = 'Billing_Token'
+      },
+      /"Billing_Token" is not a Secret name/,
+    ],
+    [
+      'hostNetwork',
+      (o) => {
+        o.spec.hostNetwork = true
+      },
+      /hostNetwork/,
+    ],
+    [
+      'a port the proxy needs',
+      (o) => {
+        o.spec.containers[0]!.ports = [{ containerPort: 15001 }]
+      },
+      /container agent uses port 15001/,
+    ],
+    [
+      'an agent reading the proxy key',
+      (o) => {
+        o.spec.containers[1]!.envFrom = [{ secretRef: { name: 'billing-agent-writegate' } }]
+      },
+      /container tool-runner reads Secret billing-agent-writegate/,
+    ],
+    [
+      'an agent given an upstream credential',
+      (o) => {
+        o.spec.containers[0]!.env!.push({
+          name: 'TOKEN',
+          valueFrom: { secretKeyRef: { name: 'github-app-key', key: 'k' } },
+        })
+      },
+      /container agent reads Secret github-app-key/,
+    ],
+    [
+      'a volume of an upstream credential',
+      (o) => {
+        o.spec.volumes!.push({ name: 'creds', secret: { secretName: 'billing-api-token' } })
+      },
+      /volume creds exposes Secret billing-api-token/,
+    ],
+    [
+      "an agent mounting the proxy's volume",
+      (o) => {
+        o.spec.volumes!.push({ name: 'writegate-routes', configMap: { name: 'billing-routes' } })
+        o.spec.containers[0]!.volumeMounts!.push({ name: 'writegate-routes', mountPath: '/x' })
+      },
+      /container agent mounts writegate-routes/,
+    ],
+    [
+      'a reserved volume name for something else',
+      (o) => {
+        o.spec.volumes!.push({ name: 'writegate-tmp', configMap: { name: 'other' } })
+      },
+      /volume name writegate-tmp is reserved/,
+    ],
+    [
+      "enforce with an agent running as the proxy's UID",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.containers[0]!.securityContext = { runAsUser: 1337 }
+      },
+      /runs as UID 1337/,
+    ],
+  ]
+  for (const [name, edit, pattern] of cases) {
+    const review = fixture('review-annotated-pod.json')
+    edit(review.request.object)
+    const answer = answerReview(review, opts)
+    const body = answer.body as AdmissionResponseBody
+    t.equal(answer.status, 200, name)
+    t.equal(body.response.uid, review.request.uid)
+    t.equal(body.response.allowed, false, `${name} is refused`)
+    t.equal(body.response.status?.code, 400)
+    t.match(body.response.status?.message, pattern, name)
+    t.equal(body.response.patch, undefined)
+    t.equal(answer.summary.outcome, 'rejected')
+  }
+})
+
+t.test('a malformed review is a 400 JSON error; an unreadable pod is refused', async (t) => {
+  const bad = answerReview(fixture('review-malformed.json'), opts)
+  t.equal(bad.status, 400)
+  t.match(bad.body, { code: 'invalid_request', error: /^invalid AdmissionReview: apiVersion: / })
+  t.ok(Array.isArray((bad.body as { issues: unknown[] }).issues))
+  for (const junk of [
+    null,
+    42,
+    'review',
+    [],
+    {},
+    { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' },
+  ]) {
+    const r = answerReview(junk, opts)
+    t.equal(r.status, 400, JSON.stringify(junk))
+    t.equal((r.body as { code: string }).code, 'invalid_request')
+  }
+  const noContainers = fixture('review-pod-without-containers.json')
+  const r = answerReview(noContainers, opts)
+  t.equal(r.status, 200)
+  t.match((r.body as AdmissionResponseBody).response, {
+    uid: noContainers.request.uid,
+    allowed: false,
+    status: { code: 400, message: /^writegate cannot read this pod: spec\.containers: / },
+  })
+})
+
+t.test('enforce adds the iptables init container after the pod’s own init containers', async (t) => {
+  const review = fixture('review-enforce-pod.json')
+  const patch = patchOf(answerReview(review, opts).body)
+  const inits = patch.filter((op) => op.path === '/spec/initContainers/-').map((op) => op.value as Container)
+  t.same(
+    inits.map((c) => c.name),
+    ['writegate-init', 'writegate-proxy'],
+    'rules first, then the proxy; both after fetch-model',
+  )
+  const init = inits[0] as Container
+  t.same(init.securityContext, {
+    runAsUser: 0,
+    runAsGroup: 0,
+    runAsNonRoot: false,
+    readOnlyRootFilesystem: false,
+    allowPrivilegeEscalation: false,
+    capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] },
+  })
+  t.equal(init.image, 'registry.example/writegate:1.2.3', 'the proxy image ships iptables')
+  t.equal(init.command?.[0], 'sh')
+  t.match(init.command?.[2], /-A WRITEGATE_OUTPUT -m owner --uid-owner 1337 -j RETURN/)
+  t.match(init.command?.[2], /-A WRITEGATE_OUTPUT -p tcp -j REDIRECT --to-ports 15001/)
+  // Defaults: the routes ConfigMap and proxy Secret from settings.
+  const volumes = patch.filter((op) => op.path === '/spec/volumes/-').map((op) => op.value)
+  t.match(volumes, [
+    { name: 'writegate-routes', configMap: { name: 'writegate-routes' } },
+    { name: 'writegate-proxy-secret', secret: { secretName: 'writegate-proxy' } },
+    { name: 'writegate-tmp', emptyDir: {} },
+  ])
+})
