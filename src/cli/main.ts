@@ -4,7 +4,9 @@ import { writeFileSync } from 'node:fs'
 import { ConfigError, loadSettings } from '../config/load.js'
 import { createControlPlane } from '../control/control-plane.js'
 import { createInjector } from '../injector/injector-process.js'
-import { createLogger } from '../observability/logger.js'
+import { createLogger, type Logger } from '../observability/logger.js'
+import { startMetricsServer } from '../observability/metrics-server.js'
+import { startProxy, startProxyProcess } from '../proxy/proxy-process.js'
 import { migrate } from '../store/migrate.js'
 import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
 import { VERSION } from '../version.js'
@@ -14,7 +16,8 @@ const USAGE = `writegate ${VERSION}
 Usage: writegate <command>
 
 Commands:
-  start             run the control plane (REST API, audit log) on the configured storage
+  start             run the control plane (REST API, audit log); without Redis, the proxy too
+  proxy             run gate-proxy, the sidecar that gates an agent's writes (needs Redis)
   migrate           apply database migrations and exit
   injector          run the Kubernetes admission webhook that injects gate-proxy (HTTPS)
   keygen <file>     write a new 32-byte master key (for secrets.masterKeyFile)
@@ -39,46 +42,91 @@ function describeStartupError(err: unknown): string {
   return (e?.message ?? String(err)).split('\n')[0] ?? 'start-up failed'
 }
 
-async function start(): Promise<void> {
-  const settings = loadSettings()
-  const cp = await createControlPlane(settings)
-  const address = await cp.listen()
-  cp.logger.info(
-    { address, storage: cp.database.kind, hotStore: settings.redis.url ? 'redis' : 'memory' },
-    'writegate control plane listening',
-  )
+/** Keeps the process up until SIGTERM or SIGINT, then closes cleanly. */
+function untilSignal(logger: Logger, close: () => Promise<void>): void {
   let stopping = false
   const stop = async (signal: string) => {
     if (stopping) return
     stopping = true
-    cp.logger.info({ signal }, 'shutting down')
-    await cp.close()
+    logger.info({ signal }, 'shutting down')
+    await close()
     process.exit(0)
   }
   process.on('SIGTERM', () => void stop('SIGTERM'))
   process.on('SIGINT', () => void stop('SIGINT'))
 }
 
+/** What a port clash names: the setting that chose the port. */
+async function listening<T>(setting: string, host: string, port: number, fn: () => Promise<T>): Promise<T> {
+  return fn().catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EADDRINUSE') throw err
+    throw new ConfigError(`invalid setting ${setting}: ${host}:${port} is in use`)
+  })
+}
+
+async function start(): Promise<void> {
+  const settings = loadSettings()
+  const cp = await createControlPlane(settings)
+  const address = await listening(
+    'server.port (WRITEGATE_PORT)',
+    settings.server.host,
+    settings.server.port,
+    () => cp.listen(),
+  )
+  const embedded = !settings.redis.url
+  // The single-process default runs the proxy too, over the same in-memory hot store.
+  const proxy = embedded
+    ? await listening('proxy.port (WRITEGATE_PROXY_PORT)', settings.proxy.host, settings.proxy.port, () =>
+        startProxy(settings, cp, { metricsServer: false }),
+      )
+    : null
+  const metrics = await listening(
+    'metrics.port (WRITEGATE_METRICS_PORT)',
+    settings.metrics.host,
+    settings.metrics.port,
+    () => startMetricsServer(cp.metrics.registry, settings.metrics.host, settings.metrics.port),
+  )
+  cp.logger.info(
+    {
+      address,
+      proxyPort: proxy?.port ?? null,
+      metricsPort: metrics.port,
+      storage: cp.database.kind,
+      hotStore: embedded ? 'memory' : 'redis',
+    },
+    'writegate control plane listening',
+  )
+  untilSignal(cp.logger, async () => {
+    await proxy?.close()
+    await metrics.close()
+    await cp.close()
+  })
+}
+
+async function runProxy(): Promise<void> {
+  const settings = loadSettings()
+  const logger = createLogger(settings.log.level)
+  const running = await listening(
+    'proxy.port (WRITEGATE_PROXY_PORT)',
+    settings.proxy.host,
+    settings.proxy.port,
+    () => startProxyProcess(settings, { logger }),
+  )
+  logger.info({ port: running.port, metricsPort: running.metricsPort }, 'writegate gate-proxy listening')
+  untilSignal(logger, () => running.close())
+}
+
 async function runInjector(): Promise<void> {
   const settings = loadSettings()
   const injector = createInjector(settings)
-  const address = await injector.listen().catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EADDRINUSE') throw err
-    throw new ConfigError(
-      `invalid setting injector.port (WRITEGATE_INJECTOR_PORT): ${settings.injector.host}:${settings.injector.port} is in use`,
-    )
-  })
+  const address = await listening(
+    'injector.port (WRITEGATE_INJECTOR_PORT)',
+    settings.injector.host,
+    settings.injector.port,
+    () => injector.listen(),
+  )
   injector.logger.info({ address: `${address.address}:${address.port}` }, 'writegate injector listening')
-  let stopping = false
-  const stop = async (signal: string) => {
-    if (stopping) return
-    stopping = true
-    injector.logger.info({ signal }, 'shutting down')
-    await injector.close()
-    process.exit(0)
-  }
-  process.on('SIGTERM', () => void stop('SIGTERM'))
-  process.on('SIGINT', () => void stop('SIGINT'))
+  untilSignal(injector.logger, () => injector.close())
 }
 
 async function runMigrate(): Promise<void> {
@@ -106,6 +154,8 @@ async function main(argv: string[]): Promise<void> {
       return start()
     case 'migrate':
       return runMigrate()
+    case 'proxy':
+      return runProxy()
     case 'injector':
       return runInjector()
     case 'keygen':

@@ -125,7 +125,18 @@ export const settingsSchema = z
     proxy: z
       .object({
         port: port.default(15001),
-        host: z.string().min(1).default('0.0.0.0'),
+        /** `::` also accepts IPv4; the injector's iptables rules redirect both families here. */
+        host: z.string().min(1).default('::'),
+        /** The route table: an enrolled-systems file (src/config/systems.ts). */
+        routesFile: z.string().min(1).optional(),
+        /** File holding the agent-scoped API key the proxy acts as. */
+        apiKeyFile: z.string().min(1).optional(),
+        /** The environment whose policy override applies to this proxy's decisions. */
+        environment: z.enum(['dev', 'staging', 'prod']).optional(),
+        /** Upstream response timeout. */
+        upstreamTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        /** A STEP_UP write is staged for approval with its body, up to this size. */
+        maxStagedBodyBytes: z.coerce.number().int().min(0).max(10485760).default(1048576),
       })
       .strict()
       .prefault({}),

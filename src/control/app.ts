@@ -58,6 +58,8 @@ export interface ControlAppOptions {
   sandboxPerIpPerMinute: number
   checksPerMonth: number
   version: string
+  /** Throws when a backing store is unreachable. */
+  readiness: () => Promise<void>
 }
 
 export async function buildControlApp(
@@ -138,6 +140,16 @@ export async function buildControlApp(
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))
+  app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+    try {
+      await opts.readiness()
+      return { ready: true }
+    } catch {
+      return reply
+        .code(503)
+        .send({ ready: false, error: 'a backing store is unreachable', code: 'unavailable' })
+    }
+  })
 
   return app
 }

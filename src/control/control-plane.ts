@@ -1,21 +1,26 @@
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
 import { createActionStager } from '../actions/action-stager.js'
 import { createDirectAuditLog } from '../audit/audit-log.js'
+import { persistDurable } from '../audit/persist-durable.js'
+import { createReceiptDrain, type ReceiptDrain } from '../audit/receipt-drain.js'
 import type { Settings } from '../config/schema.js'
 import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
-import { type Clock, systemClock } from '../core/clock.js'
+import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
 import { createCheckService } from '../decision/check-service.js'
 import { createTokenService } from '../decision/token-service.js'
-import { createGate } from '../gate/gate.js'
-import { silentGateEvents } from '../gate/gate-events.js'
+import { createGate, type Gate } from '../gate/gate.js'
 import { publishingSink } from '../gate/publishing-sink.js'
 import { seedQuotaCounters } from '../gate/quota-seeder.js'
-import { createSnapshotCache } from '../gate/snapshot-cache.js'
+import { createSnapshotCache, type SnapshotCache } from '../gate/snapshot-cache.js'
 import { createSnapshotPublisher } from '../gate/snapshot-publisher.js'
 import { createAuthenticator } from '../identity/authenticator.js'
 import { createIssuanceService } from '../identity/issuance-service.js'
 import { createPrincipalService } from '../identity/principal-service.js'
 import { createLogger, type Logger } from '../observability/logger.js'
+import { createMetrics, type Metrics } from '../observability/metrics.js'
 import { createPolicyService } from '../policy/policy-service.js'
 import { createVerbService } from '../policy/verb-service.js'
 import { createSandboxService } from '../sandbox/sandbox-service.js'
@@ -26,10 +31,12 @@ import { createMemoryHotStore } from '../store/memory/hot-store.js'
 import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
 import { migrate } from '../store/migrate.js'
 import type { HotStore } from '../store/ports/hot-store.js'
+import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import { type Database, databaseTarget, openDatabase } from '../store/postgres/connect.js'
 import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
 import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
 import { connectRedis } from '../store/redis/connect.js'
+import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
 import { createSystemsRegistry } from '../systems/systems-registry.js'
 import { VERSION } from '../version.js'
@@ -39,7 +46,13 @@ export interface ControlPlane {
   readonly app: FastifyInstance
   readonly database: Database
   readonly hot: HotStore
+  readonly gate: Gate
+  readonly snapshots: SnapshotCache
+  readonly metrics: Metrics
   readonly logger: Logger
+  readonly clock: Clock
+  /** Drains proxy receipts into the audit log; null when the hot store is in process. */
+  readonly drain: ReceiptDrain | null
   listen(): Promise<string>
   close(): Promise<void>
 }
@@ -52,6 +65,7 @@ export interface ControlPlaneOverrides {
   logger?: Logger
   systems?: SystemsFile
   hot?: HotStore
+  metrics?: Metrics
 }
 
 /**
@@ -74,6 +88,7 @@ export async function createControlPlane(
       ? loadSystemsFile(settings.systemsFile, 'systemsFile (WRITEGATE_SYSTEMS_FILE)')
       : { systems: [], passthrough: [] })
   const systems = createSystemsRegistry(systemsFile)
+  const metrics = overrides.metrics ?? createMetrics(settings.redis.url ? 'control-plane' : 'embedded')
 
   const cleanups: (() => Promise<void>)[] = []
   const closeAll = async () => {
@@ -88,23 +103,31 @@ export async function createControlPlane(
     const sor = createSystemOfRecord(database)
     const audit = createDirectAuditLog(sor)
 
-    let rateLimits = createMemoryRateLimitStore()
+    let rateLimits: RateLimitStore = createMemoryRateLimitStore()
+    let hot: HotStore | undefined = overrides.hot
+    let redis: Redis | undefined
     if (settings.redis.url) {
-      const redis = connectRedis({ url: settings.redis.url, keyPrefix: settings.redis.keyPrefix })
-      await redis.connect()
+      const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
+      redis = connectRedis(redisOpts)
+      const subscriber = connectRedis(redisOpts, 'subscriber')
       cleanups.push(async () => {
-        await redis.quit()
+        redis?.disconnect()
+        subscriber.disconnect()
       })
+      await redis.connect()
+      await subscriber.connect()
       rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
-    }
-    const hot =
-      overrides.hot ??
-      createMemoryHotStore({
-        receiptSink: async (receipts) => {
-          await audit.append(receipts)
-        },
+      hot ??= createRedisHotStore({
+        redis,
+        subscriber,
+        keyPrefix: settings.redis.keyPrefix,
+        nowSeconds: () => nowSeconds(clock),
       })
-    if (!overrides.hot) cleanups.push(() => hot.close())
+    }
+    // One process: a proxy's receipts (and staged actions) go straight to Postgres.
+    hot ??= createMemoryHotStore({ receiptSink: (payload) => persistDurable(sor, audit, payload) })
+    const hotStore = hot
+    if (!overrides.hot) cleanups.push(() => hotStore.close())
 
     const publisher = createSnapshotPublisher({ source: createSnapshotSource(database), hot, clock, logger })
     const decisionState = publishingSink(publisher, logger)
@@ -114,17 +137,41 @@ export async function createControlPlane(
       onMissing: (tenantId) => publisher.changed(tenantId),
     })
     cleanups.push(async () => snapshots.close())
+    metrics.watchSnapshots(
+      () => snapshots.entries(),
+      () => clock.nowMs(),
+    )
     const gate = createGate({
       hot,
       snapshots,
       clock,
       quotaLimit: settings.quota.checksPerMonth,
-      events: silentGateEvents,
+      events: metrics.gateEvents,
     })
+
+    // Start-up repair: proxies' key index, quota floors and snapshot versions.
+    for (const e of await sor.stores.keys.indexEntries())
+      await hot.indexKey(e.secretHash, { tenantId: e.tenantId, keyId: e.keyId })
     await seedQuotaCounters({ receipts: sor.stores.receipts, hot, clock })
     await publisher.reconcile()
     publisher.start(settings.hotStore.reconcileIntervalMs)
     cleanups.push(async () => publisher.stop())
+
+    let drain: ReceiptDrain | null = null
+    if (hot.receiptQueue) {
+      drain = createReceiptDrain({
+        queue: hot.receiptQueue,
+        sor,
+        audit,
+        logger,
+        consumer: `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
+        tenantIds: async () => (await createSnapshotSource(database).versions()).map((v) => v.tenantId),
+      })
+      const d = drain
+      metrics.watchDrainBacklog(() => d.backlog())
+      d.start()
+      cleanups.push(() => d.stop())
+    }
 
     const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
@@ -141,6 +188,7 @@ export async function createControlPlane(
         keyring,
         clock,
         decisionState,
+        keyIndex: hot,
         sameEmail: settings.issuance.sameEmail,
       }),
       principals: createPrincipalService({ sor, audit, clock, decisionState }),
@@ -160,6 +208,10 @@ export async function createControlPlane(
       sponsor: createSponsorService({ sor, audit, clock, decisionState }),
       sandbox: createSandboxService({ sor, clock }),
     }
+    const readiness = async () => {
+      await database.sql`select 1`
+      if (redis) await redis.ping()
+    }
 
     const app = await buildControlApp(services, {
       logger,
@@ -168,13 +220,19 @@ export async function createControlPlane(
       sandboxPerIpPerMinute: settings.sandbox.perIpPerMinute,
       checksPerMonth: settings.quota.checksPerMonth,
       version: VERSION,
+      readiness,
     })
     cleanups.push(() => app.close())
     return {
       app,
       database,
       hot,
+      gate,
+      snapshots,
+      metrics,
       logger,
+      clock,
+      drain,
       listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
       close: closeAll,
     }

@@ -4,9 +4,8 @@ import { nowSeconds } from '../core/clock.js'
 import { type CheckInput, evaluate, type Outcome, settleGrant, standingOf } from '../core/evaluate.js'
 import { quotaPeriod, quotaResetsAt } from '../core/quota.js'
 import type { Reason } from '../core/reasons.js'
-import type { ReceiptDraft } from '../core/receipt.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
-import type { CommitRequest, CommitResult, HotStore } from '../store/ports/hot-store.js'
+import type { CommitRequest, CommitResult, DurablePayload, HotStore } from '../store/ports/hot-store.js'
 import type { GateEvents } from './gate-events.js'
 import type { SnapshotCache } from './snapshot-cache.js'
 
@@ -17,10 +16,11 @@ export interface GateRequest extends CheckInput {
   /** Count this decision against the key's monthly check quota. */
   chargeQuota: boolean
   /**
-   * Proxy path: build the receipt for an outcome, so the commit makes it durable in the same
-   * atomic step. The API path appends its receipt itself (to answer with its seq).
+   * Proxy path: what to make durable for an outcome (its receipts, and a staged action), so
+   * the commit stores it in the same atomic step. The API path appends its receipt itself
+   * (to answer with its seq).
    */
-  receiptFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => ReceiptDraft[]
+  durableFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => DurablePayload
 }
 
 export type Unavailable = {
@@ -36,7 +36,7 @@ export type GateResult =
       kind: 'decided'
       outcome: Outcome
       snapshot: CompiledSnapshot
-      receipts: ReceiptDraft[]
+      durable: DurablePayload | null
       quotaUsed: number | null
     }
 
@@ -129,19 +129,16 @@ export function createGate(deps: {
         if (evaluation.kind === 'unknown_verb')
           return { done: { kind: 'unknown_verb', verb: evaluation.verb } }
         const candidates = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
-        let receipt: CommitRequest['receipt']
-        if (req.receiptFor) {
-          const otherwise = req.receiptFor(settleGrant(evaluation, null), snap)
-          receipt =
-            evaluation.kind === 'needs_grant'
-              ? {
-                  otherwise,
-                  ifGranted: req.receiptFor(settleGrant(evaluation, candidates[0]?.grantId ?? null), snap),
-                }
-              : { otherwise }
+        let durable: CommitRequest['durable']
+        if (req.durableFor) {
+          const otherwise = req.durableFor(settleGrant(evaluation, null), snap)
+          const granted = candidates[0]
+            ? req.durableFor(settleGrant(evaluation, candidates[0].grantId), snap)
+            : undefined
+          durable = granted ? { otherwise, ifGranted: granted } : { otherwise }
         }
         return {
-          commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(receipt ? { receipt } : {}) },
+          commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(durable ? { durable } : {}) },
           settle: (result) => {
             if (result.status === 'quota_exhausted') {
               return {
@@ -162,7 +159,7 @@ export function createGate(deps: {
               kind: 'decided',
               outcome,
               snapshot: snap,
-              receipts: result.receipts,
+              durable: result.durable,
               quotaUsed: result.quotaUsed,
             }
           },

@@ -12,6 +12,7 @@ import type { DecisionStateSink } from '../gate/decision-state.js'
 import { BACKUP_CODE_COUNT, hashBackupCode, newBackupCode } from '../security/backup-codes.js'
 import { type Keyring, sealSecret } from '../security/keyring.js'
 import { newTotpEnrolment } from '../security/totp.js'
+import type { HotStore } from '../store/ports/hot-store.js'
 import type { Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { Authenticator } from './authenticator.js'
 import type { KeyCaller } from './caller.js'
@@ -58,6 +59,8 @@ export interface IssuanceDeps {
   keyring: Keyring
   clock: Clock
   decisionState: DecisionStateSink
+  /** Where proxies look their API key up (the hot store). */
+  keyIndex: Pick<HotStore, 'indexKey'>
   sameEmail: 'proof' | 'open'
 }
 
@@ -209,6 +212,9 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
         await audit.appendWith(stores, receipts)
         return { tenantId, principalId: principal.id }
       })
+      await deps.keyIndex
+        .indexKey(hashSecret(apiKey), { tenantId: result.tenantId, keyId })
+        .catch(() => fail(ERRORS.publishPending))
       await decisionState.changed(result.tenantId)
 
       const out: IssuedKey = {

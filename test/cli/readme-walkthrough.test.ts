@@ -41,6 +41,8 @@ t.test("the README's quick start works as printed, on the embedded defaults", as
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
       WRITEGATE_PORT: String(port),
+      WRITEGATE_PROXY_PORT: '0',
+      WRITEGATE_METRICS_PORT: '0',
       WRITEGATE_DATA_DIR: dataDir,
       WRITEGATE_LOG_LEVEL: 'warn',
     },

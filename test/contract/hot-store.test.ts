@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/core/clock.js'
 import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
 import type { TenantSnapshot } from '../../src/core/snapshot.js'
 import { createMemoryHotStore } from '../../src/store/memory/hot-store.js'
-import type { HotStore } from '../../src/store/ports/hot-store.js'
+import type { DurablePayload, HotStore } from '../../src/store/ports/hot-store.js'
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestRedis } from '../helpers/redis.js'
@@ -29,9 +29,10 @@ function snapshot(tenantId: string, version: number): TenantSnapshot {
 const receipt = (tenantId: string, label: string): ReceiptDraft =>
   draft({ receiptId: `rcp_${label}`, tenantId, kind: 'CHECK', createdAt: 1, detail: { label } })
 const quota = (limit: number) => ({ keyId: 'key_a', period: '2026-11', limit })
+const pl = (receipts: ReceiptDraft[]): DurablePayload => ({ receipts, actions: [] })
 
 /** One suite for every hot store (memory and real Redis). */
-async function suite(t: Test, hot: HotStore, sunk: ReceiptDraft[][]) {
+async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
   t.test('publish is monotonic by version and announces each bump', async (t) => {
     const ten = tenant()
     const heard: number[] = []
@@ -121,24 +122,28 @@ async function suite(t: Test, hot: HotStore, sunk: ReceiptDraft[][]) {
         version: 1,
         quota: quota(10),
         grantCandidates: c,
-        receipt: {
-          otherwise: [receipt(ten, 'deny')],
-          ifGranted: [receipt(ten, 'allow'), receipt(ten, 'staged')],
+        durable: {
+          otherwise: pl([receipt(ten, 'deny')]),
+          ifGranted: pl([receipt(ten, 'allow'), receipt(ten, 'staged')]),
         },
       })
       t.match(first, {
         status: 'committed',
         grantId: 'grt_r',
-        receipts: [{ detail: { label: 'allow' } }, { detail: { label: 'staged' } }],
+        durable: { receipts: [{ detail: { label: 'allow' } }, { detail: { label: 'staged' } }] },
       })
       const second = await hot.commit({
         tenantId: ten,
         version: 1,
         quota: quota(10),
         grantCandidates: c,
-        receipt: { otherwise: [receipt(ten, 'deny2')], ifGranted: [receipt(ten, 'allow2')] },
+        durable: { otherwise: pl([receipt(ten, 'deny2')]), ifGranted: pl([receipt(ten, 'allow2')]) },
       })
-      t.match(second, { status: 'committed', grantId: null, receipts: [{ detail: { label: 'deny2' } }] })
+      t.match(second, {
+        status: 'committed',
+        grantId: null,
+        durable: { receipts: [{ detail: { label: 'deny2' } }] },
+      })
       await hot.release(ten, quota(10), 'grt_r')
       t.equal(await hot.used(ten, 'key_a', '2026-11'), 1)
       t.match(
@@ -148,7 +153,7 @@ async function suite(t: Test, hot: HotStore, sunk: ReceiptDraft[][]) {
       )
       if (hot.receiptQueue === null)
         t.same(
-          sunk.slice(-2).map((b) => b.map((r) => r.detail.label)),
+          sunk.slice(-2).map((b) => b.receipts.map((r) => r.detail.label)),
           [['allow', 'staged'], ['deny2']],
           'memory: made durable through the sink',
         )
@@ -167,7 +172,7 @@ async function suite(t: Test, hot: HotStore, sunk: ReceiptDraft[][]) {
 }
 
 t.test('hot store contract: memory', async (t) => {
-  const sunk: ReceiptDraft[][] = []
+  const sunk: DurablePayload[] = []
   const hot = createMemoryHotStore({ receiptSink: async (r) => void sunk.push(r) })
   await suite(t, hot, sunk)
   t.test('memory: a receipt that cannot be made durable undoes the commit', async (t) => {
@@ -180,7 +185,7 @@ t.test('hot store contract: memory', async (t) => {
         version: 1,
         quota: quota(5),
         grantCandidates: [{ grantId: 'grt_x', expiresAt: now() + 60 }],
-        receipt: { otherwise: [receipt(ten, 'x')] },
+        durable: { otherwise: pl([receipt(ten, 'x')]) },
       }),
     )
     t.equal(await failing.used(ten, 'key_a', '2026-11'), 0)
@@ -224,7 +229,7 @@ t.test('hot store contract: real Redis', async (t) => {
           version: 1,
           quota: null,
           grantCandidates: [],
-          receipt: { otherwise: [receipt(ten, label)] },
+          durable: { otherwise: pl([receipt(ten, label)]) },
         })
       for (let i = 0; i < 50 && !(await q.dirtyTenants()).includes(ten); i++)
         await new Promise((r) => setTimeout(r, 10))
@@ -232,14 +237,14 @@ t.test('hot store contract: real Redis', async (t) => {
       t.equal(await q.backlog([ten]), 3)
       const crashed = await q.read(ten, 'drainer-1', 10)
       t.same(
-        crashed.map((e) => e.receipts[0]?.detail.label),
+        crashed.map((e) => e.payload.receipts[0]?.detail.label),
         ['a', 'b', 'c'],
       )
       t.notOk((await q.dirtyTenants()).includes(ten))
       await new Promise((r) => setTimeout(r, 150)) // drainer-1 never acknowledges
       const again = await q.read(ten, 'drainer-2', 10)
       t.same(
-        again.map((e) => e.receipts[0]?.detail.label),
+        again.map((e) => e.payload.receipts[0]?.detail.label),
         ['a', 'b', 'c'],
         'claimed by another drainer',
       )

@@ -1,9 +1,14 @@
-import type { ReceiptDraft } from '../../core/receipt.js'
 import type { TenantSnapshot } from '../../core/snapshot.js'
-import type { CommitResult, HotStore, InvalidationListener, KeyRef } from '../ports/hot-store.js'
+import type {
+  CommitResult,
+  DurablePayload,
+  HotStore,
+  InvalidationListener,
+  KeyRef,
+} from '../ports/hot-store.js'
 
 /** Where the memory store makes proxy receipts durable: the audit log, in the same process. */
-export type ReceiptSink = (receipts: ReceiptDraft[]) => Promise<void>
+export type ReceiptSink = (payload: DurablePayload) => Promise<unknown>
 
 /**
  * Hot state for the single-process default. JavaScript runs one commit's checks and
@@ -66,15 +71,15 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
         }
       }
       if (qk) quota.set(qk, used + 1)
-      const receipts = req.receipt
-        ? grantId && req.receipt.ifGranted
-          ? req.receipt.ifGranted
-          : req.receipt.otherwise
-        : []
-      if (receipts.length > 0) {
+      const durable = req.durable
+        ? grantId && req.durable.ifGranted
+          ? req.durable.ifGranted
+          : req.durable.otherwise
+        : null
+      if (durable) {
         if (!opts.receiptSink) throw new Error('memory hot store has no receipt sink')
         try {
-          await opts.receiptSink(receipts)
+          await opts.receiptSink(durable)
         } catch (err) {
           // Not durable: undo, so nothing is counted or consumed for a write that will not happen.
           if (grantId) consumed.delete(grantId)
@@ -82,7 +87,7 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
           throw err
         }
       }
-      return { status: 'committed', grantId, quotaUsed: qk ? used + 1 : null, receipts }
+      return { status: 'committed', grantId, quotaUsed: qk ? used + 1 : null, durable }
     },
 
     async release(tenantId, q, grantId) {

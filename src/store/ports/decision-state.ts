@@ -114,6 +114,8 @@ export interface PendingAction {
 
 export interface ActionStore {
   insert(a: PendingAction): Promise<void>
+  /** For redelivered proxy payloads: a second insert of one action changes nothing. */
+  insertIfAbsent(a: PendingAction): Promise<void>
   get(tenantId: string, actionId: string): Promise<PendingAction | null>
   /** Pending, unexpired actions of the tenant, oldest first. */
   list(tenantId: string, nowSeconds: number): Promise<PendingAction[]>

@@ -1,6 +1,7 @@
 import type { GrantCandidate } from '../../core/evaluate.js'
 import type { ReceiptDraft } from '../../core/receipt.js'
 import type { TenantSnapshot } from '../../core/snapshot.js'
+import type { PendingAction } from './decision-state.js'
 
 /** Monthly check counters per API key, shared by the API and every proxy (contract §1.3). */
 export interface QuotaCounter {
@@ -23,14 +24,20 @@ export interface CommitRequest {
   /** Grants that would turn a require_grant into ALLOW, best first; the first still unconsumed is consumed. */
   grantCandidates: readonly GrantCandidate[]
   /**
-   * Proxy path only: the receipts to make durable in the same atomic step, before the write
-   * may go upstream. `ifGranted` is used instead when a grant was consumed.
+   * Proxy path only: what to make durable in the same atomic step, before the write may go
+   * upstream. `ifGranted` is used instead when a grant was consumed.
    */
-  receipt?: { otherwise: ReceiptDraft[]; ifGranted?: ReceiptDraft[] }
+  durable?: { otherwise: DurablePayload; ifGranted?: DurablePayload }
+}
+
+/** Receipts, and the pending actions a STEP_UP write staged (with the request they replay). */
+export interface DurablePayload {
+  receipts: ReceiptDraft[]
+  actions: PendingAction[]
 }
 
 export type CommitResult =
-  | { status: 'committed'; grantId: string | null; quotaUsed: number | null; receipts: ReceiptDraft[] }
+  | { status: 'committed'; grantId: string | null; quotaUsed: number | null; durable: DurablePayload | null }
   /** The tenant moved on (or has no snapshot yet): refresh and decide again. */
   | { status: 'stale'; currentVersion: number | null }
   | { status: 'quota_exhausted'; used: number; limit: number }
@@ -71,7 +78,7 @@ export interface QueuedReceipts {
   /** Opaque id to acknowledge. */
   id: string
   tenantId: string
-  receipts: ReceiptDraft[]
+  payload: DurablePayload
 }
 
 /**

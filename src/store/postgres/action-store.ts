@@ -42,6 +42,14 @@ export function createActionStore(sql: SqlHandle): ActionStore {
                         ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
                         ${a.createdAt}, ${a.expiresAt})`
     },
+    async insertIfAbsent(a) {
+      await sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target, environment,
+                                             principal_id, key_id, staged_receipt_id, created_at, expires_at)
+                values (${a.actionId}, ${a.tenantId}, ${a.systemId}, ${a.tool}, ${sql.json(a.params as never)}, ${a.verb},
+                        ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
+                        ${a.createdAt}, ${a.expiresAt})
+                on conflict (id) do nothing`
+    },
     async get(tenantId, actionId) {
       const [r] = await sql<
         ActionRow[]

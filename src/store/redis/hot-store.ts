@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis'
-import type { ReceiptDraft } from '../../core/receipt.js'
 import type { TenantSnapshot } from '../../core/snapshot.js'
 import type {
   CommitResult,
+  DurablePayload,
   HotStore,
   InvalidationListener,
   KeyRef,
@@ -102,7 +102,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   const toQueued = (tenantId: string, entries: [string, string[]][]): QueuedReceipts[] =>
     entries.map(([id, fields]) => {
       const idx = fields.indexOf('r')
-      return { id, tenantId, receipts: JSON.parse(fields[idx + 1] as string) as ReceiptDraft[] }
+      return { id, tenantId, payload: JSON.parse(fields[idx + 1] as string) as DurablePayload }
     })
 
   const queue: ReceiptQueue = {
@@ -205,19 +205,19 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
         cands.length,
         ...cands.map((c) => Math.max(60, c.expiresAt - now + GRANT_MARKER_GRACE_SECONDS)),
         ...cands.map((c) => c.grantId),
-        req.receipt && req.receipt.otherwise.length > 0 ? JSON.stringify(req.receipt.otherwise) : '',
-        req.receipt?.ifGranted ? JSON.stringify(req.receipt.ifGranted) : '',
+        req.durable ? JSON.stringify(req.durable.otherwise) : '',
+        req.durable?.ifGranted ? JSON.stringify(req.durable.ifGranted) : '',
       ]
       const res = await r.wgCommit(keys.length, ...keys, ...args)
       if (res[0] === 'stale') return { status: 'stale', currentVersion: res[1] ? Number(res[1]) : null }
       if (res[0] === 'quota')
         return { status: 'quota_exhausted', used: Number(res[1]), limit: Number(res[2]) }
       const grantId = res[1] || null
-      const receipts = req.receipt
-        ? res[4] === 'g' && req.receipt.ifGranted
-          ? req.receipt.ifGranted
-          : req.receipt.otherwise
-        : []
+      const durable = req.durable
+        ? res[4] === 'g' && req.durable.ifGranted
+          ? req.durable.ifGranted
+          : req.durable.otherwise
+        : null
       if (res[3]) {
         // A hint for the drainer; the receipt itself is already durable in the stream.
         r.multi()
@@ -226,7 +226,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
           .exec()
           .catch(() => {})
       }
-      return { status: 'committed', grantId, quotaUsed: req.quota ? Number(res[2]) : null, receipts }
+      return { status: 'committed', grantId, quotaUsed: req.quota ? Number(res[2]) : null, durable }
     },
 
     async release(tenantId, quota, grantId) {

@@ -1,0 +1,105 @@
+import type { Logger } from '../observability/logger.js'
+import type { ReceiptQueue } from '../store/ports/hot-store.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+import type { AuditLog } from './audit-log.js'
+import { persistDurable } from './persist-durable.js'
+
+export interface ReceiptDrain {
+  start(): void
+  stop(): Promise<void>
+  /** Drains every tenant now (tests and shutdown). */
+  drainAll(): Promise<number>
+  /** Entries waiting at the last pass. */
+  backlog(): number
+}
+
+const BATCH = 500
+
+/**
+ * Moves proxy receipts from the hot store into the Postgres audit log: at least once,
+ * deduplicated by receiptId (appends are idempotent), acknowledged only after the commit.
+ * Woken by proxies; a periodic sweep over every tenant covers a lost wake-up or hint.
+ */
+export function createReceiptDrain(deps: {
+  queue: ReceiptQueue
+  sor: SystemOfRecord
+  audit: AuditLog
+  logger: Logger
+  consumer: string
+  tenantIds: () => Promise<string[]>
+  sweepIntervalMs?: number
+  pollIntervalMs?: number
+}): ReceiptDrain {
+  const { queue, sor, audit, logger } = deps
+  let running = false
+  let loop: Promise<void> | undefined
+  let wake: (() => void) | undefined
+  let lastBacklog = 0
+  let lastSweep = 0
+  let unsubscribe: (() => void) | undefined
+
+  async function drainTenant(tenantId: string): Promise<number> {
+    let moved = 0
+    for (;;) {
+      const entries = await queue.read(tenantId, deps.consumer, BATCH)
+      if (entries.length === 0) return moved
+      await persistDurable(sor, audit, {
+        receipts: entries.flatMap((e) => e.payload.receipts),
+        actions: entries.flatMap((e) => e.payload.actions),
+      })
+      await queue.ack(
+        tenantId,
+        entries.map((e) => e.id),
+      )
+      moved += entries.reduce((n, e) => n + e.payload.receipts.length, 0)
+    }
+  }
+
+  async function pass(sweep: boolean): Promise<number> {
+    const tenants = new Set(await queue.dirtyTenants())
+    if (sweep) for (const t of await deps.tenantIds()) tenants.add(t)
+    let moved = 0
+    for (const t of tenants) moved += await drainTenant(t)
+    if (sweep) lastBacklog = await queue.backlog([...tenants])
+    return moved
+  }
+
+  return {
+    start() {
+      if (running) return
+      running = true
+      unsubscribe = queue.onQueued(() => wake?.())
+      loop = (async () => {
+        while (running) {
+          const now = Date.now()
+          const sweep = now - lastSweep >= (deps.sweepIntervalMs ?? 10_000)
+          try {
+            await pass(sweep)
+            if (sweep) lastSweep = now
+          } catch (err) {
+            // Redis or Postgres away: nothing was acknowledged, so nothing is lost; retry.
+            logger.warn({ err }, 'receipt drain pass failed; will retry')
+          }
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, deps.pollIntervalMs ?? 1000)
+            wake = () => {
+              clearTimeout(timer)
+              resolve()
+            }
+          })
+          wake = undefined
+        }
+      })()
+    },
+    async stop() {
+      running = false
+      unsubscribe?.()
+      wake?.()
+      await loop
+    },
+    async drainAll() {
+      return pass(true)
+    },
+    backlog: () => lastBacklog,
+  }
+}

@@ -1,0 +1,37 @@
+import { createServer, type Server } from 'node:http'
+import type { Registry } from 'prom-client'
+
+/** Serves /metrics on its own port, away from agent and API traffic. */
+export async function startMetricsServer(
+  registry: Registry,
+  host: string,
+  port: number,
+): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+      registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': registry.contentType })
+          res.end(text)
+        },
+        () => {
+          res.writeHead(500, { 'content-type': 'application/json' })
+          res.end('{"error":"metrics unavailable"}')
+        },
+      )
+      return
+    }
+    res.writeHead(404, { 'content-type': 'application/json' })
+    res.end('{"error":"not found"}')
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, host, () => resolve())
+  })
+  const addr = server.address()
+  return {
+    server,
+    port: typeof addr === 'object' && addr ? addr.port : port,
+    close: () => new Promise((r) => server.close(() => r())),
+  }
+}

@@ -1,0 +1,121 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { GateEvents } from '../gate/gate-events.js'
+
+/**
+ * The one module that turns what the gate, the proxy and the drain report into
+ * Prometheus series. The core and the gate know nothing of prom-client.
+ */
+export interface Metrics {
+  readonly registry: Registry
+  readonly gateEvents: GateEvents
+  /** End to end, from the request arriving to the decision committed. */
+  observeGate(seconds: number): void
+  observeUpstream(system: string, seconds: number): void
+  /** Snapshot versions and their age, read at scrape time. */
+  watchSnapshots(
+    read: () => { tenantId: string; version: number; loadedAtMs: number }[],
+    nowMs: () => number,
+  ): void
+  watchDrainBacklog(read: () => number): void
+}
+
+const LATENCY_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+]
+const DECIDE_BUCKETS = [0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005]
+
+export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Metrics {
+  const registry = new Registry()
+  registry.setDefaultLabels({ component: role })
+  const decisions = new Counter({
+    name: 'writegate_decisions_total',
+    help: 'Committed decisions',
+    labelNames: ['decision', 'verb', 'system'],
+    registers: [registry],
+  })
+  const decide = new Histogram({
+    name: 'writegate_decision_duration_seconds',
+    help: 'In-process decision time (core evaluation only)',
+    buckets: DECIDE_BUCKETS,
+    registers: [registry],
+  })
+  const gate = new Histogram({
+    name: 'writegate_gate_duration_seconds',
+    help: 'End-to-end gate time: request in to decision committed',
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  })
+  const upstream = new Histogram({
+    name: 'writegate_upstream_duration_seconds',
+    help: 'Upstream response time after ALLOW',
+    labelNames: ['system'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  })
+  const failClosed = new Counter({
+    name: 'writegate_fail_closed_total',
+    help: 'Decisions refused because the gate could not decide',
+    labelNames: ['reason'],
+    registers: [registry],
+  })
+  const retries = new Counter({
+    name: 'writegate_commit_retries_total',
+    help: 'Commits refused as stale and decided again',
+    registers: [registry],
+  })
+  let snapshots: (() => { tenantId: string; version: number; loadedAtMs: number }[]) | undefined
+  let clock: () => number = Date.now
+  new Gauge({
+    name: 'writegate_snapshot_version',
+    help: 'Policy snapshot version held in process',
+    labelNames: ['tenant'],
+    registers: [registry],
+    collect() {
+      this.reset()
+      for (const s of snapshots?.() ?? []) this.set({ tenant: s.tenantId }, s.version)
+    },
+  })
+  new Gauge({
+    name: 'writegate_snapshot_age_seconds',
+    help: 'Seconds since the held snapshot was loaded',
+    labelNames: ['tenant'],
+    registers: [registry],
+    collect() {
+      this.reset()
+      for (const s of snapshots?.() ?? []) this.set({ tenant: s.tenantId }, (clock() - s.loadedAtMs) / 1000)
+    },
+  })
+  let backlog: (() => number) | undefined
+  new Gauge({
+    name: 'writegate_receipt_drain_backlog',
+    help: 'Proxy receipts waiting to be drained into the audit log',
+    registers: [registry],
+    collect() {
+      this.set(backlog?.() ?? 0)
+    },
+  })
+  return {
+    registry,
+    gateEvents: {
+      decided(e) {
+        decisions.inc({ decision: e.decision, verb: e.verb, system: e.system ?? '' })
+        decide.observe(e.decideSeconds)
+      },
+      commitRetried() {
+        retries.inc()
+      },
+      failedClosed(e) {
+        failClosed.inc({ reason: e.reason })
+      },
+    },
+    observeGate: (s) => gate.observe(s),
+    observeUpstream: (system, s) => upstream.observe({ system }, s),
+    watchSnapshots(read, nowMs) {
+      snapshots = read
+      clock = nowMs
+    },
+    watchDrainBacklog(read) {
+      backlog = read
+    },
+  }
+}

@@ -1,0 +1,457 @@
+import { createHash } from 'node:crypto'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { connect, type Socket } from 'node:net'
+import { performance } from 'node:perf_hooks'
+import { Readable } from 'node:stream'
+import { createProxyServer } from 'http-proxy-3'
+import { ACTION_TTL_SECONDS } from '../actions/action-stager.js'
+import { type Clock, nowSeconds } from '../core/clock.js'
+import { evaluate, type Outcome } from '../core/evaluate.js'
+import { newId } from '../core/ids.js'
+import { draft, type ReceiptDraft } from '../core/receipt.js'
+import type { CompiledSnapshot } from '../core/snapshot.js'
+import type { Environment } from '../core/verbs.js'
+import type { Gate } from '../gate/gate.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
+import type { Logger } from '../observability/logger.js'
+import type { Metrics } from '../observability/metrics.js'
+import type { PendingAction } from '../store/ports/decision-state.js'
+import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
+import { sendJson } from './proxy-responses.js'
+import { resolveTarget } from './request-target.js'
+import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
+import { BodyTooLarge, HTTP_REPLAY_TOOL, type HttpReplayParams, readBody } from './staged-request.js'
+
+/** Headers an agent may not pass upstream: its own credentials, and writegate's own. */
+const STRIPPED = ['authorization', 'proxy-authorization', 'x-writegate-grant', 'proxy-connection']
+export const GRANT_HEADER = 'x-writegate-grant'
+export const RECEIPT_HEADER = 'x-writegate-receipt'
+
+export interface GateProxyDeps {
+  table: RouteTable
+  gate: Gate
+  snapshots: SnapshotCache
+  /** Who the proxy acts as; null until its API key has been resolved. */
+  identity: () => KeyRef | null
+  clock: Clock
+  logger: Logger
+  metrics: Metrics
+  environment: Environment | null
+  upstreamTimeoutMs: number
+  maxStagedBodyBytes: number
+}
+
+export interface GateProxy {
+  readonly server: Server
+  listen(port: number, host: string): Promise<number>
+  /** Ready once the proxy knows its key and holds its tenant's snapshot. */
+  ready(): Promise<boolean>
+  close(): Promise<void>
+}
+
+interface Gated {
+  system: ProxySystem
+  path: string
+  verb: string
+  target: string | null
+}
+
+/**
+ * gate-proxy: a write reaches its upstream only when the gate says ALLOW and its receipt
+ * is durable. Every other outcome answers the agent without contacting the upstream.
+ */
+export function createGateProxy(deps: GateProxyDeps): GateProxy {
+  const { table, gate, logger, metrics, clock } = deps
+  const proxy = createProxyServer({
+    xfwd: false,
+    changeOrigin: true,
+    proxyTimeout: deps.upstreamTimeoutMs,
+    followRedirects: false,
+  })
+
+  proxy.on('proxyReq', (proxyReq, req) => {
+    const s = (req as IncomingMessage & { wgSystem?: ProxySystem }).wgSystem
+    if (s?.credential) proxyReq.setHeader(s.credential.header, s.credential.value)
+  })
+  proxy.on('proxyRes', (proxyRes, req) => {
+    const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+    if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
+    if (r.wgStart !== undefined && r.wgSystem)
+      metrics.observeUpstream(r.wgSystem.system.systemId, (performance.now() - r.wgStart) / 1000)
+  })
+
+  function forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    system: ProxySystem,
+    path: string,
+    receiptId: string | null,
+    buffered?: Buffer,
+  ): void {
+    if (req.destroyed || res.destroyed) return
+    for (const h of STRIPPED) delete req.headers[h]
+    if (system.credential) delete req.headers[system.credential.header]
+    req.url = path
+    const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+    r.wgSystem = system
+    r.wgStart = performance.now()
+    if (receiptId) r.wgReceipt = receiptId
+    proxy.web(
+      req,
+      res,
+      {
+        target: system.origin.origin,
+        agent: system.agent,
+        ...(buffered ? { buffer: Readable.from(buffered) } : {}),
+      },
+      (err) => {
+        const timedOut = /timeout|ETIMEDOUT|socket hang up/i.test(String((err as Error)?.message))
+        logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
+        if (!res.headersSent) {
+          sendJson(res, timedOut ? 504 : 502, {
+            error: timedOut ? 'upstream timed out' : 'upstream unreachable',
+            code: timedOut ? 'upstream_timeout' : 'upstream_error',
+            ...(receiptId ? { receiptId } : {}),
+          })
+        } else res.destroy()
+      },
+    )
+  }
+
+  function stagedAction(
+    g: Gated,
+    outcome: Outcome,
+    tenant: KeyRef,
+    req: IncomingMessage,
+    body: Buffer | null,
+    checkReceiptId: string,
+    at: number,
+  ): { action: PendingAction; receipt: ReceiptDraft } {
+    const actionId = newId('action')
+    const bodyBytes = body ?? Buffer.alloc(0)
+    const params: HttpReplayParams = {
+      method: req.method ?? 'POST',
+      path: g.path,
+      contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
+      body: bodyBytes.toString('base64'),
+      bodySha256: createHash('sha256').update(bodyBytes).digest('hex'),
+      bodyCaptured: body !== null,
+    }
+    const receipt = draft({
+      receiptId: newId('receipt'),
+      tenantId: tenant.tenantId,
+      kind: 'ACTION_STAGED',
+      createdAt: at,
+      verb: outcome.verb,
+      target: g.target,
+      environment: deps.environment,
+      principalId: outcome.principalId,
+      principalName: outcome.principalName,
+      keyId: tenant.keyId,
+      policyVersion: outcome.policyVersion,
+      // The audit log records a digest of the body; the pending action holds the bytes to replay.
+      detail: {
+        actionId,
+        systemId: g.system.system.systemId,
+        tool: HTTP_REPLAY_TOOL,
+        request: {
+          method: params.method,
+          path: params.path,
+          contentType: params.contentType,
+          bodySha256: params.bodySha256,
+          bodyBytes: bodyBytes.length,
+        },
+        expiresAt: at + ACTION_TTL_SECONDS,
+        checkReceiptId,
+      },
+    })
+    const action: PendingAction = {
+      actionId,
+      tenantId: tenant.tenantId,
+      systemId: g.system.system.systemId,
+      tool: HTTP_REPLAY_TOOL,
+      params,
+      verb: outcome.verb,
+      target: g.target,
+      environment: deps.environment,
+      principalId: outcome.principalId ?? '',
+      keyId: tenant.keyId,
+      stagedReceiptId: receipt.receiptId,
+      createdAt: at,
+      expiresAt: at + ACTION_TTL_SECONDS,
+    }
+    return { action, receipt }
+  }
+
+  async function gated(
+    req: IncomingMessage,
+    res: ServerResponse,
+    g: Gated,
+    tenant: KeyRef,
+    startedAt: number,
+  ): Promise<void> {
+    const grantHeader = req.headers[GRANT_HEADER]
+    const input = {
+      keyId: tenant.keyId,
+      verb: g.verb,
+      target: g.target,
+      environment: deps.environment,
+      grantId: typeof grantHeader === 'string' ? grantHeader : null,
+    }
+    // A STEP_UP write is staged with its body, so read it first when the current snapshot
+    // predicts STEP_UP. (If the state changes in between, the action is staged without it.)
+    let body: Buffer | null = null
+    const predicted = await deps.snapshots.get(tenant.tenantId).catch(() => null)
+    const prediction = predicted ? evaluate(predicted, input, nowSeconds(clock)) : null
+    if (prediction?.kind === 'decided' && prediction.outcome.decision === 'STEP_UP') {
+      try {
+        body = await readBody(req, deps.maxStagedBodyBytes)
+      } catch (err) {
+        if (err instanceof BodyTooLarge) {
+          sendJson(
+            res,
+            413,
+            {
+              error: 'request body too large to stage for approval',
+              code: 'payload_too_large',
+              limit: deps.maxStagedBodyBytes,
+            },
+            { connection: 'close' },
+          )
+          return
+        }
+        throw err
+      }
+    }
+    const method = req.method ?? 'GET'
+    const durableFor = (outcome: Outcome, _snap: CompiledSnapshot): DurablePayload => {
+      const at = nowSeconds(clock)
+      const receiptId = newId('receipt')
+      const staged =
+        outcome.decision === 'STEP_UP' ? stagedAction(g, outcome, tenant, req, body, receiptId, at) : null
+      const check = draft({
+        receiptId,
+        tenantId: tenant.tenantId,
+        kind: 'CHECK',
+        decision: outcome.decision,
+        createdAt: at,
+        verb: outcome.verb,
+        requestedVerb: g.verb,
+        target: g.target,
+        environment: deps.environment,
+        principalId: outcome.principalId,
+        principalName: outcome.principalName,
+        keyId: tenant.keyId,
+        reason: outcome.reason,
+        policyVersion: outcome.policyVersion,
+        detail: {
+          via: 'proxy',
+          systemId: g.system.system.systemId,
+          request: { method, path: g.path },
+          mode: outcome.mode,
+          provenance: outcome.provenance,
+          layers: outcome.layers,
+          ...(outcome.grantId ? { grantId: outcome.grantId } : {}),
+          ...(staged ? { actionId: staged.action.actionId } : {}),
+        },
+      })
+      return { receipts: staged ? [check, staged.receipt] : [check], actions: staged ? [staged.action] : [] }
+    }
+    const result = await gate.decide({
+      tenantId: tenant.tenantId,
+      ...input,
+      systemId: g.system.system.systemId,
+      chargeQuota: true,
+      durableFor,
+    })
+    metrics.observeGate((performance.now() - startedAt) / 1000)
+    switch (result.kind) {
+      case 'unavailable':
+        sendJson(
+          res,
+          503,
+          { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
+          { connection: 'close' },
+        )
+        return
+      case 'quota_exhausted':
+        sendJson(
+          res,
+          429,
+          {
+            error: 'monthly check quota exhausted',
+            code: 'quota_exhausted',
+            decision: 'DENY',
+            reason: 'quota_exhausted',
+            limit: result.limit,
+            used: result.used,
+            resetsAt: result.resetsAt,
+          },
+          { connection: 'close' },
+        )
+        return
+      case 'unknown_verb':
+        logger.warn(
+          { verb: result.verb, system: g.system.system.systemId },
+          'route maps to a verb the tenant does not have',
+        )
+        sendJson(
+          res,
+          403,
+          {
+            error: 'route maps to an unknown verb',
+            decision: 'DENY',
+            verb: result.verb,
+            reason: 'unknown_verb',
+          },
+          { connection: 'close' },
+        )
+        return
+      case 'decided': {
+        const receiptId = result.durable?.receipts[0]?.receiptId ?? null
+        const o = result.outcome
+        if (o.decision === 'ALLOW') {
+          forward(req, res, g.system, g.path, receiptId, body ?? undefined)
+          return
+        }
+        if (o.decision === 'STEP_UP') {
+          const actionId = result.durable?.actions[0]?.actionId ?? null
+          sendJson(
+            res,
+            428,
+            {
+              error: 'approval required',
+              decision: 'STEP_UP',
+              verb: o.verb,
+              reason: o.reason,
+              actionId,
+              receiptId,
+            },
+            { connection: 'close' },
+          )
+          return
+        }
+        sendJson(
+          res,
+          403,
+          { error: 'denied by writegate', decision: 'DENY', verb: o.verb, reason: o.reason, receiptId },
+          { connection: 'close' },
+        )
+      }
+    }
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const startedAt = performance.now()
+    const url = req.url ?? '/'
+    if (url === '/healthz') return sendJson(res, 200, { ok: true })
+    if (url === '/readyz')
+      return (await api.ready()) ? sendJson(res, 200, { ready: true }) : sendJson(res, 503, { ready: false })
+    const target = resolveTarget(req, table)
+    if (!target.ok)
+      return sendJson(res, target.status, { error: target.error, code: target.code }, { connection: 'close' })
+    const method = req.method ?? 'GET'
+    const route = table.match(target.system, method, target.path)
+    if (!route) {
+      if (isRead(method) && target.system.system.reads === 'pass')
+        return forward(req, res, target.system, target.path, null)
+      return sendJson(
+        res,
+        403,
+        {
+          error: isRead(method) ? 'unmapped read (reads are gated for this system)' : 'unmapped write',
+          decision: 'DENY',
+          reason: 'unmapped_route',
+        },
+        { connection: 'close' },
+      )
+    }
+    const tenant = deps.identity()
+    if (!tenant) {
+      metrics.gateEvents.failedClosed({ reason: 'no_identity' })
+      return sendJson(
+        res,
+        503,
+        { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
+        { connection: 'close' },
+      )
+    }
+    await gated(
+      req,
+      res,
+      { system: target.system, path: target.path, verb: route.verb, target: route.target },
+      tenant,
+      startedAt,
+    )
+  }
+
+  /** CONNECT makes an opaque tunnel: refused unless the host is on the ungated pass-through list. */
+  function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const authority = (req.url ?? '').toLowerCase()
+    const [host, port] = authority.split(':')
+    const allowed = table.passthrough.has(authority) || (port === '443' && table.passthrough.has(host ?? ''))
+    if (!allowed || !host) {
+      const body = JSON.stringify({
+        error: 'CONNECT tunnels are not gated and are refused for this host',
+        decision: 'DENY',
+        reason: 'tunnel_refused',
+      })
+      socket.end(
+        `HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      )
+      return
+    }
+    const upstream = connect(Number(port ?? 443), host, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+      if (head.length > 0) upstream.write(head)
+      upstream.pipe(socket)
+      socket.pipe(upstream)
+    })
+    const kill = () => {
+      upstream.destroy()
+      socket.destroy()
+    }
+    upstream.on('error', kill)
+    socket.on('error', kill)
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      logger.error({ err }, 'proxy request failed')
+      sendJson(
+        res,
+        503,
+        { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
+        { connection: 'close' },
+      )
+    })
+  })
+  server.on('connect', onConnect)
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n')
+  })
+
+  const api: GateProxy = {
+    server,
+    async listen(port, host) {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(port, host, () => resolve())
+      })
+      const addr = server.address()
+      return typeof addr === 'object' && addr ? addr.port : port
+    },
+    async ready() {
+      const id = deps.identity()
+      if (!id) return false
+      const snap = await deps.snapshots.get(id.tenantId).catch(() => null)
+      return snap !== null
+    },
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeAllConnections?.()
+      proxy.close()
+    },
+  }
+  return api
+}

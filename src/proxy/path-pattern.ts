@@ -1,0 +1,51 @@
+/**
+ * Route path patterns: literal segments, `{name}` placeholders (one segment each) and an
+ * optional trailing `*` (any rest). Matched against the raw (still percent-encoded) path,
+ * which has already been refused if it holds dot segments or encoded slashes.
+ */
+export interface PathPattern {
+  readonly source: string
+  match(path: string): Record<string, string> | null
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.+?^$()|[\]\\]/g, '\\$&')
+}
+
+export function compilePathPattern(source: string): PathPattern {
+  const names: string[] = []
+  let re = '^'
+  const wildcard = source.endsWith('*')
+  const body = wildcard ? source.slice(0, -1) : source
+  for (const part of body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)) {
+    const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(part)
+    if (m) {
+      names.push(m[1] as string)
+      re += '([^/]+)'
+    } else re += escapeRegex(part)
+  }
+  re += wildcard ? '.*$' : '$'
+  const regex = new RegExp(re)
+  return {
+    source,
+    match(path) {
+      const m = regex.exec(path)
+      if (!m) return null
+      const params: Record<string, string> = {}
+      names.forEach((n, i) => {
+        const raw = m[i + 1] as string
+        try {
+          params[n] = decodeURIComponent(raw)
+        } catch {
+          params[n] = raw
+        }
+      })
+      return params
+    },
+  }
+}
+
+/** Fills `{name}` placeholders of a target template; unknown names stay as written. */
+export function fillTemplate(template: string, params: Readonly<Record<string, string>>): string {
+  return template.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (whole, name: string) => params[name] ?? whole)
+}

@@ -1,0 +1,22 @@
+import type { ServerResponse } from 'node:http'
+
+/** JSON answers the proxy gives an agent (contract §8); the connection is closed when a body was left unread. */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: Record<string, unknown>,
+  extraHeaders: Record<string, string> = {},
+): void {
+  if (res.headersSent) {
+    res.destroy()
+    return
+  }
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...extraHeaders,
+  })
+  res.end(text)
+}

@@ -1,0 +1,88 @@
+import type { IncomingMessage } from 'node:http'
+import type { ProxySystem, RouteTable } from './route-table.js'
+import { isSafeUpstreamPath } from './safe-path.js'
+
+export type TargetMode = 'reverse' | 'forward' | 'transparent'
+
+export type ResolvedTarget =
+  | { ok: true; system: ProxySystem; path: string; mode: TargetMode }
+  | { ok: false; status: number; error: string; code: string }
+
+function hostPort(host: string): { hostname: string; port: number | null } {
+  const m = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(host.trim())
+  return { hostname: (m?.[1] ?? host).toLowerCase(), port: m?.[2] ? Number(m[2]) : null }
+}
+
+/**
+ * Which enrolled system a request is for, and the upstream path:
+ * - forward mode: an absolute URI naming an enrolled upstream host (agents that honour HTTP_PROXY);
+ * - reverse mode: `/<systemId>/<path>`;
+ * - transparent mode: origin-form with a Host of an enrolled upstream (iptables redirection).
+ * The origin always comes from the route table, never from the request.
+ */
+export function resolveTarget(req: IncomingMessage, table: RouteTable): ResolvedTarget {
+  const raw = req.url ?? '/'
+  let system: ProxySystem | undefined
+  let path: string
+  let mode: TargetMode
+  if (/^https?:\/\//i.test(raw)) {
+    let url: URL
+    try {
+      url = new URL(raw)
+    } catch {
+      return { ok: false, status: 400, error: 'malformed request target', code: 'invalid_request' }
+    }
+    if (url.username || url.password)
+      return {
+        ok: false,
+        status: 400,
+        error: 'credentials in the request target are not allowed',
+        code: 'invalid_request',
+      }
+    system = table.systemForHost(url.hostname, url.port ? Number(url.port) : null)
+    if (!system)
+      return {
+        ok: false,
+        status: 403,
+        error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
+        code: 'not_enrolled',
+      }
+    // The raw path as sent (not URL-normalised), so it is checked and forwarded byte for byte.
+    const authorityStart = raw.indexOf('//') + 2
+    const slash = raw.indexOf('/', authorityStart)
+    const qmark = raw.indexOf('?', authorityStart)
+    if (qmark !== -1 && (slash === -1 || qmark < slash)) path = `/${raw.slice(qmark)}`
+    else path = slash === -1 ? '/' : raw.slice(slash)
+    mode = 'forward'
+  } else {
+    const m = /^\/(sys_[A-Za-z0-9_-]+)(\/.*|\?.*)?$/.exec(raw)
+    if (m) {
+      system = table.system(m[1] as string)
+      if (!system) return { ok: false, status: 404, error: `no enrolled system ${m[1]}`, code: 'not_found' }
+      path = m[2] ?? '/'
+      if (path.startsWith('?')) path = `/${path}`
+      mode = 'reverse'
+    } else {
+      const { hostname, port } = hostPort(req.headers.host ?? '')
+      system = hostname ? table.systemForHost(hostname, port) : undefined
+      if (!system)
+        return {
+          ok: false,
+          status: 404,
+          error: 'not found: use /<systemId>/<path> or an enrolled upstream host',
+          code: 'not_found',
+        }
+      path = raw
+      mode = 'transparent'
+    }
+  }
+  if (!isSafeUpstreamPath(path)) {
+    return {
+      ok: false,
+      status: 400,
+      error: 'refused path: dot segments, encoded slashes and backslashes are not allowed',
+      code: 'unsafe_path',
+    }
+  }
+  return { ok: true, system, path, mode }
+}

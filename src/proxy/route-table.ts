@@ -1,0 +1,100 @@
+import { Agent as HttpAgent } from 'node:http'
+import { Agent as HttpsAgent } from 'node:https'
+import { type EnrolledSystem, readCredential, type SystemsFile } from '../config/systems.js'
+import { compilePathPattern, fillTemplate, type PathPattern } from './path-pattern.js'
+
+export interface ProxySystem {
+  readonly system: EnrolledSystem
+  readonly origin: URL
+  /** The header and value writegate injects; null when the system takes none. */
+  readonly credential: { header: string; value: string } | null
+  /** Keep-alive connections to the one upstream origin. */
+  readonly agent: HttpAgent
+  readonly routes: readonly {
+    method: string
+    pattern: PathPattern
+    verb: string
+    target: string | undefined
+  }[]
+}
+
+export interface RouteMatch {
+  verb: string
+  target: string | null
+}
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+export function isRead(method: string): boolean {
+  return READS.has(method)
+}
+
+/** The proxy's compiled route table: enrolled systems, their fixed origins and routes. */
+export class RouteTable {
+  private readonly byId = new Map<string, ProxySystem>()
+  private readonly byHost = new Map<string, ProxySystem[]>()
+  readonly passthrough: ReadonlySet<string>
+
+  constructor(file: SystemsFile, env: NodeJS.ProcessEnv = process.env) {
+    for (const system of file.systems) {
+      const origin = new URL(system.upstream)
+      const agentOpts = { keepAlive: true, maxSockets: 256, maxFreeSockets: 64, scheduling: 'lifo' as const }
+      const entry: ProxySystem = {
+        system,
+        origin,
+        credential: system.credential
+          ? { header: system.credential.header.toLowerCase(), value: readCredential(system.credential, env) }
+          : null,
+        agent: origin.protocol === 'https:' ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts),
+        routes: system.routes.map((r) => ({
+          method: r.method,
+          pattern: compilePathPattern(r.path),
+          verb: r.verb,
+          target: r.target,
+        })),
+      }
+      this.byId.set(system.systemId, entry)
+      const list = this.byHost.get(origin.hostname) ?? []
+      list.push(entry)
+      this.byHost.set(origin.hostname, list)
+    }
+    this.passthrough = new Set(file.passthrough.map((h) => h.toLowerCase()))
+  }
+
+  system(systemId: string): ProxySystem | undefined {
+    return this.byId.get(systemId)
+  }
+
+  /**
+   * The system whose origin a forward-mode or transparent request names. A request port
+   * must be the upstream's own, or absent/80 (agents talk plain HTTP to the proxy, which
+   * speaks the upstream's scheme).
+   */
+  systemForHost(hostname: string, port: number | null): ProxySystem | undefined {
+    const candidates = this.byHost.get(hostname.toLowerCase()) ?? []
+    return candidates.find((s) => {
+      const upstreamPort = Number(s.origin.port || (s.origin.protocol === 'https:' ? 443 : 80))
+      return port === null || port === upstreamPort || port === 80
+    })
+  }
+
+  /** The verb (and target) a request maps to, or null for an unmapped request. */
+  match(s: ProxySystem, method: string, path: string): RouteMatch | null {
+    const bare = path.split('?')[0] as string
+    for (const r of s.routes) {
+      if (r.method !== method) continue
+      const params = r.pattern.match(bare)
+      if (params)
+        return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
+    }
+    return null
+  }
+
+  systems(): ProxySystem[] {
+    return [...this.byId.values()]
+  }
+
+  close(): void {
+    for (const s of this.byId.values()) s.agent.destroy()
+  }
+}

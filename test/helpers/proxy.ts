@@ -1,0 +1,66 @@
+import { request } from 'node:http'
+import type { Test } from 'tap'
+import { parseSettings } from '../../src/config/load.js'
+import type { ControlPlane } from '../../src/control/control-plane.js'
+import { type RunningProxy, startProxy } from '../../src/proxy/proxy-process.js'
+
+export interface AgentReply {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: Buffer
+  // biome-ignore lint/suspicious/noExplicitAny: replies are inspected loosely
+  json(): any
+}
+
+/** Sends one request to a proxy the way an agent would (reverse, forward or transparent). */
+export function agentRequest(
+  port: number,
+  opts: { method: string; path: string; headers?: Record<string, string>; body?: string | Buffer },
+): Promise<AgentReply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: opts.method,
+        path: opts.path,
+        headers: opts.headers ?? {},
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => {
+          const body = Buffer.concat(chunks)
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            json: () => JSON.parse(body.toString('utf8')),
+          })
+        })
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    if (opts.body !== undefined) req.write(opts.body)
+    req.end()
+  })
+}
+
+/** An embedded proxy over a test control plane's in-memory hot store and gate. */
+export async function startEmbeddedProxy(
+  t: Test,
+  cp: ControlPlane,
+  routesFile: string,
+  env: Record<string, string>,
+  extra: Record<string, unknown> = {},
+): Promise<RunningProxy> {
+  const settings = parseSettings({
+    log: { level: 'silent' },
+    proxy: { port: 0, host: '127.0.0.1', routesFile, ...extra },
+  })
+  const running = await startProxy(settings, cp, { metricsServer: false, env })
+  t.teardown(() => running.close())
+  return running
+}

@@ -1,0 +1,186 @@
+import { request } from 'node:http'
+import t from 'tap'
+import { startControlPlane } from '../helpers/control-plane.js'
+import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { RecordingUpstream } from '../helpers/upstream.js'
+
+t.test('gate-proxy in the single-process default', async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+  const routes = writeRoutesFile(billingSystems(upstream.origin))
+  const proxy = await startEmbeddedProxy(t, cp, routes, {
+    WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
+    BILLING_TOKEN: 'up-secret',
+  })
+  const port = proxy.port
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+
+  t.test('probes', async (t) => {
+    t.equal((await agentRequest(port, { method: 'GET', path: '/healthz' })).status, 200)
+    t.same((await agentRequest(port, { method: 'GET', path: '/readyz' })).json(), { ready: true })
+  })
+
+  t.test(
+    'ALLOW: forwarded with the injected credential, the agent credential stripped, and a receipt header',
+    async (t) => {
+      const before = upstream.received.length
+      const r = await agentRequest(port, {
+        method: 'POST',
+        path: '/sys_billing/v1/verify?x=1',
+        headers: {
+          'content-type': 'application/json',
+          authorization: 'Bearer agent-own',
+          'x-writegate-grant': 'grt_x',
+        },
+        body: '{"a":1}',
+      })
+      t.equal(r.status, 200)
+      t.same(r.json(), { ok: true })
+      t.match(r.headers['x-writegate-receipt'], /^rcp_/)
+      const got = upstream.received[before]
+      t.match(got, { method: 'POST', url: '/v1/verify?x=1' })
+      t.equal(got?.headers.authorization, 'Bearer up-secret', 'the injected credential, not the agent one')
+      t.equal(got?.headers['x-writegate-grant'], undefined)
+      t.equal(got?.body.toString(), '{"a":1}')
+      const rows = await cp.database.sql<
+        { body: string }[]
+      >`select body from receipts where receipt_id = ${r.headers['x-writegate-receipt'] as string}`
+      t.match(JSON.parse(rows[0]!.body), {
+        kind: 'CHECK',
+        decision: 'ALLOW',
+        verb: 'verify',
+        keyId: agent.body.keyId,
+        detail: {
+          via: 'proxy',
+          systemId: 'sys_billing',
+          request: { method: 'POST', path: '/v1/verify?x=1' },
+        },
+      })
+    },
+  )
+
+  t.test('DENY (403) and require_grant: the upstream is not contacted', async (t) => {
+    const before = upstream.received.length
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/provision/vm-9', body: '{}' })
+    t.equal(r.status, 403)
+    t.match(r.json(), { decision: 'DENY', verb: 'provision', reason: 'grant_required', receiptId: /^rcp_/ })
+    t.equal(upstream.received.length, before)
+    const g = await api.post('/v1/grants', { verb: 'provision', target: 'vm-9' }, { bearer: o.sponsorToken })
+    const allowed = await agentRequest(port, {
+      method: 'POST',
+      path: '/sys_billing/v1/provision/vm-9',
+      body: '{}',
+    })
+    t.equal(allowed.status, 200, 'the grant (target from the route template) lets one through')
+    t.equal(upstream.received.length, before + 1)
+    const rows = await cp.database.sql<
+      { body: string }[]
+    >`select body from receipts where receipt_id = ${allowed.headers['x-writegate-receipt'] as string}`
+    t.match(JSON.parse(rows[0]!.body), {
+      target: 'vm-9',
+      reason: 'grant_consumed',
+      detail: { grantId: g.body.grantId },
+    })
+    t.equal(
+      (await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/provision/vm-9', body: '{}' }))
+        .status,
+      403,
+      'single use',
+    )
+  })
+
+  t.test('STEP_UP (428): staged as a pending action with the exact request', async (t) => {
+    const before = upstream.received.length
+    const r = await agentRequest(port, {
+      method: 'POST',
+      path: '/sys_billing/v1/refunds',
+      headers: { 'content-type': 'application/json' },
+      body: '{"charge":"ch_1","amount":500}',
+    })
+    t.equal(r.status, 428)
+    const body = r.json()
+    t.match(body, { decision: 'STEP_UP', verb: 'refund', actionId: /^act_/, receiptId: /^rcp_/ })
+    t.equal(upstream.received.length, before)
+    const actions = await cp.database.sql<
+      { tool: string; params: Record<string, string> }[]
+    >`select tool, params from pending_actions where id = ${body.actionId}`
+    t.equal(actions[0]?.tool, '@http')
+    t.match(actions[0]?.params, { method: 'POST', path: '/v1/refunds', contentType: 'application/json' })
+    t.equal(
+      Buffer.from(actions[0]!.params.body as string, 'base64').toString(),
+      '{"charge":"ch_1","amount":500}',
+    )
+    const staged = await cp.database.sql<
+      { body: string }[]
+    >`select body from receipts where tenant_id = ${o.tenantId} and kind = 'ACTION_STAGED'`
+    t.equal(staged.length, 1)
+    t.notMatch(staged[0]!.body, /ch_1/, 'the audit log keeps a digest, not the body')
+  })
+
+  t.test('reads pass ungated; unmapped writes and gated reads are refused', async (t) => {
+    const before = upstream.received.length
+    t.equal((await agentRequest(port, { method: 'GET', path: '/sys_billing/v1/anything' })).status, 200)
+    t.equal(upstream.received.length, before + 1)
+    const w = await agentRequest(port, { method: 'PATCH', path: '/sys_billing/v1/anything', body: '{}' })
+    t.same([w.status, w.json().reason], [403, 'unmapped_route'])
+    t.equal(upstream.received.length, before + 1)
+    const mappedRead = await agentRequest(port, { method: 'GET', path: '/sys_billing/v1/secret-report' })
+    t.equal(mappedRead.status, 200, 'a read named by a route is gated like a write (verify: allow)')
+    t.match(mappedRead.headers['x-writegate-receipt'], /^rcp_/)
+  })
+
+  t.test('forward mode (absolute URI) and transparent mode (Host header)', async (t) => {
+    const before = upstream.received.length
+    const f = await agentRequest(port, { method: 'POST', path: `${upstream.origin}/v1/verify`, body: 'x' })
+    t.equal(f.status, 200)
+    t.equal(upstream.received[before]?.url, '/v1/verify')
+    const tr = await agentRequest(port, {
+      method: 'POST',
+      path: '/v1/verify',
+      headers: { host: `127.0.0.1:${upstream.port}` },
+      body: 'y',
+    })
+    t.equal(tr.status, 200)
+    t.equal(upstream.received[before + 1]?.body.toString(), 'y')
+    const stranger = await agentRequest(port, {
+      method: 'POST',
+      path: 'http://evil.example:8080/v1/verify',
+      body: 'x',
+    })
+    t.same([stranger.status, stranger.json().code], [403, 'not_enrolled'])
+    t.equal((await agentRequest(port, { method: 'POST', path: '/sys_nope/v1/verify' })).status, 404)
+    t.equal(upstream.received.length, before + 2)
+  })
+
+  t.test('paths the upstream could read differently are refused', async (t) => {
+    const before = upstream.received.length
+    for (const path of [
+      '/sys_billing/v1/refunds/../verify',
+      '/sys_billing/v1/%2e%2e/verify',
+      '/sys_billing/v1/verify%2f..',
+      '/sys_billing//v1/verify',
+      '/sys_billing/v1\\verify',
+    ]) {
+      const r = await agentRequest(port, { method: 'POST', path, body: '{}' })
+      t.equal(r.status, 400, path)
+    }
+    t.equal(upstream.received.length, before)
+  })
+
+  t.test('CONNECT is refused unless the host is on the pass-through list', async (t) => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'CONNECT', path: 'api.example.com:443' })
+      req.on('connect', (res, socket) => {
+        socket.destroy()
+        resolve(res.statusCode ?? 0)
+      })
+      req.on('error', reject)
+      req.end()
+    })
+    t.equal(status, 403)
+  })
+})
