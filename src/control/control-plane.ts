@@ -108,8 +108,8 @@ export async function createControlPlane(
     let redis: Redis | undefined
     if (settings.redis.url) {
       const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
-      redis = connectRedis(redisOpts)
-      const subscriber = connectRedis(redisOpts, 'subscriber')
+      redis = connectRedis(redisOpts, 'commands', logger)
+      const subscriber = connectRedis(redisOpts, 'subscriber', logger)
       cleanups.push(async () => {
         redis?.disconnect()
         subscriber.disconnect()

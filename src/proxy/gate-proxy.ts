@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
 import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
+import { stripHopByHop } from './hop-by-hop.js'
 import { sendJson } from './proxy-responses.js'
 import { resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
@@ -75,6 +76,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   })
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+    stripHopByHop(proxyRes.headers)
     if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
     if (r.wgStart !== undefined && r.wgSystem)
       metrics.observeUpstream(r.wgSystem.system.systemId, (performance.now() - r.wgStart) / 1000)
@@ -89,6 +91,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     buffered?: Buffer,
   ): void {
     if (req.destroyed || res.destroyed) return
+    stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
     if (system.credential) delete req.headers[system.credential.header]
     req.url = path
@@ -105,7 +108,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         ...(buffered ? { buffer: Readable.from(buffered) } : {}),
       },
       (err) => {
-        const timedOut = /timeout|ETIMEDOUT|socket hang up/i.test(String((err as Error)?.message))
+        // http-proxy reports its own proxyTimeout as a reset socket; the elapsed time tells them apart.
+        const elapsed = performance.now() - (r.wgStart ?? 0)
+        const timedOut =
+          elapsed >= deps.upstreamTimeoutMs - 25 ||
+          /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
         logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
         if (!res.headersSent) {
           sendJson(res, timedOut ? 504 : 502, {

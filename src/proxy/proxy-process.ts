@@ -86,9 +86,17 @@ export async function startProxy(
  * The sidecar's composition root: Redis for snapshots and commits, the route table, the
  * key it acts as, and Prometheus metrics. It never talks to Postgres.
  */
+export interface ProxyProcessOverrides {
+  clock?: Clock
+  logger?: Logger
+  env?: NodeJS.ProcessEnv
+  /** Tests wrap the hot store (to lose invalidations on purpose, say). */
+  wrapHotStore?: (hot: HotStore) => HotStore
+}
+
 export async function startProxyProcess(
   settings: Settings,
-  overrides: { clock?: Clock; logger?: Logger; env?: NodeJS.ProcessEnv } = {},
+  overrides: ProxyProcessOverrides = {},
 ): Promise<RunningProxy> {
   if (!settings.redis.url)
     throw new ConfigError(
@@ -101,17 +109,18 @@ export async function startProxyProcess(
   const logger = overrides.logger ?? createLogger(settings.log.level)
   const clock = overrides.clock ?? systemClock
   const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
-  const redis = connectRedis(redisOpts)
-  const subscriber = connectRedis(redisOpts, 'subscriber')
+  const redis = connectRedis(redisOpts, 'commands', logger)
+  const subscriber = connectRedis(redisOpts, 'subscriber', logger)
   // Not awaiting connect: the proxy starts and answers 503 until Redis is there (fail closed).
   redis.connect().catch((err) => logger.warn({ err }, 'Redis not reachable yet'))
   subscriber.connect().catch(() => {})
-  const hot = createRedisHotStore({
+  const redisHot = createRedisHotStore({
     redis,
     subscriber,
     keyPrefix: settings.redis.keyPrefix,
     nowSeconds: () => nowSeconds(clock),
   })
+  const hot = overrides.wrapHotStore ? overrides.wrapHotStore(redisHot) : redisHot
   const metrics = createMetrics('proxy')
   const snapshots = createSnapshotCache({ hot, nowMs: () => clock.nowMs() })
   metrics.watchSnapshots(

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis'
+import type { Logger } from '../../observability/logger.js'
 
 export interface RedisOptions {
   url: string
@@ -7,17 +8,29 @@ export interface RedisOptions {
 }
 
 /**
- * A command connection. Commands fail fast instead of queueing while Redis is down:
- * the gate must answer 503 at once, not hang (fail closed).
+ * A command connection fails fast instead of queueing while Redis is down: the gate must
+ * answer 503 at once, not hang (fail closed). A subscriber may queue its SUBSCRIBE.
+ * Connection errors are logged at most every 10 s; ioredis keeps reconnecting.
  */
-export function connectRedis(opts: RedisOptions, role: 'commands' | 'subscriber' = 'commands'): Redis {
-  return new Redis(opts.url, {
+export function connectRedis(
+  opts: RedisOptions,
+  role: 'commands' | 'subscriber' = 'commands',
+  logger?: Logger,
+): Redis {
+  const redis = new Redis(opts.url, {
     lazyConnect: true,
-    // A subscriber may queue its SUBSCRIBE until connected; commands must fail fast.
     enableOfflineQueue: role === 'subscriber',
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: 2000,
     retryStrategy: (times) => Math.min(times * 100, 1000),
   })
+  let lastLogged = 0
+  redis.on('error', (err: Error) => {
+    const now = Date.now()
+    if (now - lastLogged < 10_000) return
+    lastLogged = now
+    logger?.warn({ err, role }, 'Redis connection problem; retrying')
+  })
+  return redis
 }

@@ -1,0 +1,27 @@
+import type { IncomingHttpHeaders } from 'node:http'
+
+/** Always connection-specific (RFC 9110 §7.6.1), plus the proxy-era Proxy-Connection. */
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+]
+
+/**
+ * Removes hop-by-hop headers, including every header the message's Connection header names.
+ * Transfer-Encoding is left to Node, which re-frames the body for the next hop.
+ */
+export function stripHopByHop(headers: IncomingHttpHeaders): void {
+  const named = String(headers.connection ?? '')
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean)
+  for (const h of [...HOP_BY_HOP, ...named]) {
+    if (h !== 'transfer-encoding') delete headers[h]
+  }
+}

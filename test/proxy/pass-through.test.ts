@@ -1,0 +1,174 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { request } from 'node:http'
+import t from 'tap'
+import { startFleet } from '../helpers/fleet.js'
+import { agentRequest } from '../helpers/proxy.js'
+
+/** Guarantee 5: an ALLOWed write passes through faithfully, with real Redis, Postgres and upstream. */
+t.test('pass-through correctness', async (t) => {
+  const fleet = await startFleet(t, { proxies: 1, upstreamTimeoutMs: 400 })
+  const port = fleet.proxies[0]!.port
+  const up = fleet.upstream
+  const defaultBehaviour = up.behaviour
+  t.afterEach(() => {
+    up.behaviour = defaultBehaviour
+  })
+
+  t.test('a chunked request body streams through intact', async (t) => {
+    const parts = Array.from({ length: 20 }, () => randomBytes(64 * 1024))
+    const expected = createHash('sha256').update(Buffer.concat(parts)).digest('hex')
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'PUT',
+          path: '/sys_billing/v1/upload/chunked',
+          headers: { 'transfer-encoding': 'chunked' },
+        },
+        (res) => {
+          res.resume()
+          res.on('end', () => resolve(res.statusCode ?? 0))
+        },
+      )
+      req.on('error', reject)
+      let i = 0
+      const next = () => {
+        if (i === parts.length) return req.end()
+        req.write(parts[i++], () => setImmediate(next))
+      }
+      next()
+    })
+    t.equal(status, 200)
+    const got = up.received.at(-1)
+    t.equal(got?.headers['transfer-encoding'], 'chunked')
+    t.equal(got?.bodySha256, expected)
+  })
+
+  t.test('a large body (24 MiB) goes through byte for byte', async (t) => {
+    const body = randomBytes(24 * 1024 * 1024)
+    const r = await agentRequest(port, {
+      method: 'PUT',
+      path: '/sys_billing/v1/upload/large',
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(body.length) },
+      body,
+    })
+    t.equal(r.status, 200)
+    t.equal(up.received.at(-1)?.bodySha256, createHash('sha256').update(body).digest('hex'))
+    t.equal(up.received.at(-1)?.headers['content-length'], String(body.length))
+  })
+
+  t.test('a streaming response reaches the agent as it is produced', async (t) => {
+    let clientSaw: (() => void) | undefined
+    const sawFirst = new Promise<void>((r) => {
+      clientSaw = r
+    })
+    up.behaviour = async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.write('first;')
+      // The second chunk is only written once the agent has received the first: a proxy that
+      // buffered the response would never deliver it, and this test would fail.
+      await Promise.race([
+        sawFirst,
+        new Promise((_, reject) => setTimeout(() => reject(new Error('response was buffered')), 5000)),
+      ])
+      res.end('second')
+    }
+    const text = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port, method: 'POST', path: '/sys_billing/v1/stream' },
+        (res) => {
+          let acc = ''
+          res.on('data', (c: Buffer) => {
+            acc += c.toString()
+            if (acc.includes('first;')) clientSaw?.()
+          })
+          res.on('end', () => resolve(acc))
+          res.on('error', reject)
+        },
+      )
+      req.on('error', reject)
+      req.end('{}')
+    })
+    t.equal(text, 'first;second')
+  })
+
+  t.test('upstream errors pass through as the upstream sent them', async (t) => {
+    up.behaviour = (_req, res) => {
+      res.writeHead(500, { 'content-type': 'application/json', 'x-upstream': 'yes' })
+      res.end('{"error":"boom"}')
+    }
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(r.status, 500)
+    t.equal(r.body.toString(), '{"error":"boom"}')
+    t.equal(r.headers['x-upstream'], 'yes')
+    t.match(r.headers['x-writegate-receipt'], /^rcp_/, 'the decision was still receipted')
+  })
+
+  t.test('an upstream that does not answer in time gives 504', async (t) => {
+    up.behaviour = () => {}
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(r.status, 504)
+    t.match(r.json(), { code: 'upstream_timeout', receiptId: /^rcp_/ })
+  })
+
+  t.test('a client that aborts mid-upload leaves the proxy healthy', async (t) => {
+    const before = up.received.length
+    await new Promise<void>((resolve) => {
+      const req = request({
+        host: '127.0.0.1',
+        port,
+        method: 'PUT',
+        path: '/sys_billing/v1/upload/aborted',
+        headers: { 'content-length': String(10 * 1024 * 1024) },
+      })
+      req.on('error', () => resolve())
+      req.write(randomBytes(256 * 1024), () => setTimeout(() => req.destroy(), 100))
+    })
+    for (let i = 0; i < 50 && up.received.length === before; i++) await new Promise((r) => setTimeout(r, 20))
+    const aborted = up.received.slice(before).find((x) => x.url === '/v1/upload/aborted')
+    t.ok(aborted && !aborted.complete, 'the upstream saw the request cut short, not a complete one')
+    t.equal(
+      (await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })).status,
+      200,
+      'the next request is served',
+    )
+  })
+
+  t.test('hop-by-hop headers are not forwarded, in either direction', async (t) => {
+    up.behaviour = (_req, res) => {
+      res.writeHead(200, {
+        connection: 'x-upstream-hop',
+        'x-upstream-hop': 'secret',
+        'keep-alive': 'timeout=5',
+        'content-type': 'text/plain',
+      })
+      res.end('ok')
+    }
+    const r = await agentRequest(port, {
+      method: 'POST',
+      path: '/sys_billing/v1/verify',
+      headers: {
+        connection: 'x-agent-hop',
+        'x-agent-hop': '1',
+        'keep-alive': 'timeout=9',
+        te: 'trailers',
+        'proxy-authorization': 'Basic eDp5',
+        trailer: 'x-t',
+        'x-normal': 'kept',
+      },
+      body: '{}',
+    })
+    t.equal(r.status, 200)
+    const h = up.received.at(-1)?.headers ?? {}
+    for (const name of ['x-agent-hop', 'keep-alive', 'te', 'proxy-authorization', 'trailer'])
+      t.equal(h[name], undefined, `${name} not sent upstream`)
+    t.equal(h['x-normal'], 'kept')
+    t.equal(
+      r.headers['x-upstream-hop'],
+      undefined,
+      'a header the upstream named in Connection does not reach the agent',
+    )
+    t.equal(r.headers['keep-alive'], undefined)
+  })
+})
