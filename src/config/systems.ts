@@ -12,11 +12,9 @@ import { ConfigError } from './load.js'
 const HTTP_METHOD = z.enum(['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** `{name}` placeholders in a path pattern or template; a trailing `*` matches any rest. */
-const pathPattern = z
-  .string()
-  .regex(/^\/[A-Za-z0-9._~!$&'()+,;=:@%/{}*-]*$/, {
-    message: 'expected a path starting with / (placeholders as {name})',
-  })
+const pathPattern = z.string().regex(/^\/[A-Za-z0-9._~!$&'()+,;=:@%/{}*-]*$/, {
+  message: 'expected a path starting with / (placeholders as {name})',
+})
 
 const headerName = z.string().regex(/^[A-Za-z0-9-]+$/, { message: 'expected an HTTP header name' })
 
