@@ -1,4 +1,5 @@
 import * as m0001 from './0001-identity.js'
+import * as m0003 from './0003-audit.js'
 
 export interface Migration {
   readonly version: number
@@ -7,4 +8,7 @@ export interface Migration {
 }
 
 /** Every migration, in order. Applied versions are recorded in schema_migrations and never re-run. */
-export const MIGRATIONS: readonly Migration[] = [{ version: 1, name: 'identity', up: m0001.up }]
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: 'identity', up: m0001.up },
+  { version: 3, name: 'audit', up: m0003.up },
+]

@@ -3,6 +3,13 @@ import { GENESIS_HASH } from '../../core/receipt-chain.js'
 import type { ReceiptStore } from '../ports/audit.js'
 import type { SqlHandle } from './sql-handle.js'
 
+/**
+ * Postgres channel that wakes receipt streams. The NOTIFY is issued inside the appending
+ * transaction, so Postgres delivers it only after commit, and never for a rollback. It is
+ * only a wake-up: streams always read seq > cursor from the table.
+ */
+export const RECEIPTS_CHANNEL = 'writegate_receipts'
+
 interface ReceiptRow {
   body: string
   hash: string
@@ -49,6 +56,7 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
     await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'body', 'hash')}`
     await sql`update audit_heads set seq = ${chained.head.seq}, hash = ${chained.head.hash}
               where tenant_id = ${tenantId}`
+    await sql`select pg_notify(${RECEIPTS_CHANNEL}, ${tenantId})`
     for (const r of chained.receipts) out.set(r.receiptId, r)
     return out
   }
