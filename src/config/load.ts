@@ -26,6 +26,9 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_REDIS_URL: { path: ['redis', 'url'] },
   WRITEGATE_LOG_LEVEL: { path: ['log', 'level'] },
   WRITEGATE_MASTER_KEY_FILE: { path: ['secrets', 'masterKeyFile'] },
+  WRITEGATE_AUDIT_SIGNING_KEY_FILE: { path: ['audit', 'signingKeyFile'] },
+  WRITEGATE_AUDIT_CHECKPOINT_INTERVAL_SECONDS: { path: ['audit', 'checkpointIntervalSeconds'] },
+  WRITEGATE_SCANNER_PUBLIC_KEY_FILE: { path: ['manifests', 'scannerPublicKeyFile'] },
 }
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {

@@ -14,6 +14,7 @@ import type { Logger } from '../observability/logger.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { installErrorHandling } from './http/errors.js'
 import { installJsonBodyParser } from './http/json-body.js'
 import { keysRoutes } from './keys.js'
@@ -32,6 +33,8 @@ export interface ControlServices {
   rateLimits: RateLimitStore
   quota: QuotaCounter
   clock: Clock
+  /** Receipts read side, stream, checkpoints, badge and manifests. */
+  auditServices: AuditServices
 }
 
 export interface ControlAppOptions {
@@ -105,6 +108,7 @@ export async function buildControlApp(
   )
   await app.register(principalsRoutes({ principals: s.principals, auth: s.auth }))
   await app.register(sponsorCredentialRoutes({ issuance: s.issuance, auth: s.auth }))
+  await registerAuditRoutes(app, s.auditServices, s)
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

@@ -1,5 +1,6 @@
+import type { KeyObject } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
-import { createDirectAuditLog } from '../audit/audit-log.js'
+import { type AuditTrail, createAuditTrail } from '../audit/audit-trail.js'
 import type { Settings } from '../config/schema.js'
 import { type Clock, systemClock } from '../core/clock.js'
 import type { DecisionStateSink } from '../gate/decision-state.js'
@@ -7,6 +8,7 @@ import { createAuthenticator } from '../identity/authenticator.js'
 import { createIssuanceService } from '../identity/issuance-service.js'
 import { createPrincipalService } from '../identity/principal-service.js'
 import { createLogger, type Logger } from '../observability/logger.js'
+import { resolveAuditSigningKey } from '../security/audit-signing-key.js'
 import { deriveKeyring, type Keyring } from '../security/keyring.js'
 import { resolveMasterKey } from '../security/master-key.js'
 import { createMemoryHotStore } from '../store/memory/hot-store.js'
@@ -23,6 +25,8 @@ export interface ControlPlane {
   readonly app: FastifyInstance
   readonly database: Database
   readonly logger: Logger
+  /** The audit log (append interface) and its read side. */
+  readonly auditTrail: AuditTrail
   listen(): Promise<string>
   close(): Promise<void>
 }
@@ -33,6 +37,7 @@ export interface ControlPlaneOverrides {
   clock?: Clock
   keyring?: Keyring
   logger?: Logger
+  auditSigningKey?: KeyObject
 }
 
 /**
@@ -49,6 +54,9 @@ export async function createControlPlane(
   const keyring =
     overrides.keyring ??
     deriveKeyring(resolveMasterKey(settings.secrets.masterKeyFile, target, settings.dataDir))
+  const auditSigningKey =
+    overrides.auditSigningKey ??
+    resolveAuditSigningKey(settings.audit.signingKeyFile, target, settings.dataDir)
 
   const cleanups: (() => Promise<void>)[] = []
   const closeAll = async () => {
@@ -72,7 +80,18 @@ export async function createControlPlane(
     const hot = createMemoryHotStore()
 
     const sor = createSystemOfRecord(database)
-    const audit = createDirectAuditLog(sor)
+    const auditTrail = createAuditTrail({
+      database,
+      sor,
+      signingKey: auditSigningKey,
+      clock,
+      logger,
+      checkpointIntervalMs: settings.audit.checkpointIntervalSeconds * 1000,
+      streamKeepaliveMs: settings.audit.streamKeepaliveSeconds * 1000,
+      publicUrl: settings.server.publicUrl,
+    })
+    cleanups.push(() => auditTrail.close())
+    const audit = auditTrail.log
     const auth = createAuthenticator({ stores: sor.stores })
     const decisionState: DecisionStateSink = { changed: async () => {} }
     const issuance = createIssuanceService({
@@ -87,7 +106,7 @@ export async function createControlPlane(
     const principals = createPrincipalService({ sor, audit, clock, decisionState })
 
     const app = await buildControlApp(
-      { sor, auth, issuance, principals, rateLimits, quota: hot, clock },
+      { sor, auth, issuance, principals, rateLimits, quota: hot, clock, auditServices: auditTrail.services },
       {
         logger,
         trustProxy: settings.server.trustProxy,
@@ -101,6 +120,7 @@ export async function createControlPlane(
       app,
       database,
       logger,
+      auditTrail,
       listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
       close: closeAll,
     }

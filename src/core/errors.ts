@@ -115,6 +115,15 @@ export const ERRORS = {
     'nothing to update',
     'The PATCH body names no field to change.',
   ),
+
+  // Audit log, badge
+  receiptNotFound: def(
+    'receipt_not_found',
+    404,
+    'receipt not found',
+    "No receipt with this id in the tenant (another tenant's receipt included).",
+  ),
+  badgeNotFound: def('badge_not_found', 404, 'badge not found', 'The badge token is unknown or revoked.'),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
@@ -21,6 +21,8 @@ export interface StartOptions {
   clock?: Clock
   /** Reuse a database (a second instance on the same Postgres, say). */
   db?: TestDatabase
+  /** Replicas of one deployment share the checkpoint signing key; by default each test gets its own. */
+  auditSigningKey?: KeyObject
 }
 
 /** Settings for tests: quiet logs, and issuance limits high enough not to trip unrelated tests. */
@@ -41,6 +43,7 @@ export async function startControlPlane(
     clock,
     keyring: deriveKeyring(randomBytes(32)),
     logger: createLogger(settings.log.level),
+    auditSigningKey: opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey,
   })
   t.teardown(async () => {
     await cp.close()
