@@ -18,6 +18,8 @@ export interface ReceiptWakeups {
   committed(tenantIds: readonly string[]): void
   /** `onWake(headSeq)`: headSeq is known after a poll, null after a notification. Returns the unsubscribe. */
   subscribe(tenantId: string, onWake: (headSeq: number | null) => void): () => void
+  /** Open subscriptions (one per live stream), for leak checks. */
+  subscriberCount(): number
   close(): Promise<void>
 }
 
@@ -99,6 +101,11 @@ export function createReceiptWakeups(deps: ReceiptWakeupsDeps): ReceiptWakeups {
           pollTimer = null
         }
       }
+    },
+    subscriberCount() {
+      let n = 0
+      for (const set of subscribers.values()) n += set.size
+      return n
     },
     async close() {
       closed = true
