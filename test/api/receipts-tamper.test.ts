@@ -148,6 +148,7 @@ for (const kind of API_BACKENDS) {
           await sql`delete from receipts where tenant_id = ${tid} and seq = ${rows[pick(m.row, n)]!.seq}`
           return true
         case 'swap': {
+          if (n < 2) return false
           const i = rows[pick(m.i, n)]!
           const jRow = rows[pick(m.j, n)]!
           const j = jRow.seq === i.seq ? rows[(pick(m.i, n) + 1) % n]! : jRow
