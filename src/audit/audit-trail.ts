@@ -7,8 +7,8 @@ import { createBadgeTokenStore } from '../store/postgres/badge-token-store.js'
 import { createCheckpointStore } from '../store/postgres/checkpoint-store.js'
 import type { Database } from '../store/postgres/connect.js'
 import { createManifestStore } from '../store/postgres/manifest-store.js'
+import { listenForReceipts } from '../store/postgres/receipt-notifications.js'
 import { createReceiptReader } from '../store/postgres/receipt-reader.js'
-import { RECEIPTS_CHANNEL } from '../store/postgres/receipt-store.js'
 import type { AuditLog } from './audit-log.js'
 import { createCheckpointer } from './checkpointer.js'
 import { createGroupCommitAuditLog } from './group-commit.js'
@@ -42,12 +42,7 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
   const checkpoints = createCheckpointStore(sql)
   // Only a database other processes write needs LISTEN; PGlite is one process (and one
   // connection, which LISTEN would tie up), so in-process wake-ups cover it.
-  const listen: Listen | undefined = opts.database.shared
-    ? async (onTenant, onListen) => {
-        const l = await sql.listen(RECEIPTS_CHANNEL, onTenant, onListen)
-        return () => l.unlisten()
-      }
-    : undefined
+  const listen: Listen | undefined = opts.database.shared ? listenForReceipts(sql) : undefined
   const wakeups = createReceiptWakeups({
     reader,
     pollMs: opts.streamPollMs ?? 500,
