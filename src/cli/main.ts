@@ -10,6 +10,9 @@ import { startProxy, startProxyProcess } from '../proxy/proxy-process.js'
 import { migrate } from '../store/migrate.js'
 import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
 import { VERSION } from '../version.js'
+import { auditKeygenCommand } from './audit-keygen.js'
+import { manifestsImportCommand } from './manifests-import.js'
+import { verifyCommand } from './verify-export.js'
 
 const USAGE = `writegate ${VERSION}
 
@@ -21,6 +24,13 @@ Commands:
   migrate           apply database migrations and exit
   injector          run the Kubernetes admission webhook that injects gate-proxy (HTTPS)
   keygen <file>     write a new 32-byte master key (for secrets.masterKeyFile)
+  audit-keygen <file>
+                    write a new Ed25519 checkpoint signing key (for audit.signingKeyFile)
+                    and its public key to <file>.pub
+  verify <export.jsonl> --public-key <file>
+                    verify an exported audit log offline (exit 0 valid, 1 invalid)
+  manifests import <file>
+                    import a scanner's signed manifest file (manifests.scannerPublicKeyFile)
   help              show this text
 
 Settings come from config/writegate.yaml (or WRITEGATE_CONFIG) with WRITEGATE_* overrides.`
@@ -160,6 +170,20 @@ async function main(argv: string[]): Promise<void> {
       return runInjector()
     case 'keygen':
       return keygen(rest[0])
+    case 'audit-keygen':
+      return auditKeygenCommand(rest[0], (s) => process.stdout.write(s))
+    case 'verify': {
+      const io = {
+        stdout: (s: string) => process.stdout.write(s),
+        stderr: (s: string) => process.stderr.write(s),
+        stderrIsTty: process.stderr.isTTY === true,
+      }
+      process.exitCode = await verifyCommand(rest, io)
+      return
+    }
+    case 'manifests':
+      if (rest[0] !== 'import') die('usage: writegate manifests import <file>')
+      return manifestsImportCommand(rest[1], (s) => process.stdout.write(s))
     case undefined:
     case 'help':
     case '--help':

@@ -39,6 +39,9 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_INJECTOR_ROUTES_CONFIGMAP: { path: ['injector', 'defaults', 'routesConfigMap'] },
   WRITEGATE_INJECTOR_PROXY_SECRET: { path: ['injector', 'defaults', 'proxySecret'] },
   WRITEGATE_INJECTOR_ENFORCE_IMAGE: { path: ['injector', 'enforce', 'image'] },
+  WRITEGATE_AUDIT_SIGNING_KEY_FILE: { path: ['audit', 'signingKeyFile'] },
+  WRITEGATE_AUDIT_CHECKPOINT_INTERVAL_SECONDS: { path: ['audit', 'checkpointIntervalSeconds'] },
+  WRITEGATE_SCANNER_PUBLIC_KEY_FILE: { path: ['manifests', 'scannerPublicKeyFile'] },
 }
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {

@@ -225,6 +225,24 @@ export const settingsSchema = z
       .strict()
       .prefault({}),
     injector: injectorSettings,
+    audit: z
+      .object({
+        /** PEM PKCS#8 Ed25519 private key that signs checkpoints; never stored in Postgres. */
+        signingKeyFile: z.string().min(1).optional(),
+        /** Every tenant whose head moved gets a signed checkpoint this often. */
+        checkpointIntervalSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+        /** `: keepalive` comments on receipt streams at least this often (the contract says 15 s at most). */
+        streamKeepaliveSeconds: z.coerce.number().int().min(1).max(15).default(15),
+      })
+      .strict()
+      .prefault({}),
+    manifests: z
+      .object({
+        /** PEM (SPKI) or raw base64 Ed25519 public key of the scanner whose manifests may be imported. */
+        scannerPublicKeyFile: z.string().min(1).optional(),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict()
 

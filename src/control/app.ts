@@ -20,6 +20,7 @@ import type { SponsorService } from '../sponsor/sponsor-service.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
 import { installErrorHandling } from './http/errors.js'
 import { installJsonBodyParser } from './http/json-body.js'
@@ -49,6 +50,8 @@ export interface ControlServices {
   tokens: TokenService
   sponsor: SponsorService
   sandbox: SandboxService
+  /** Receipts read side, stream, checkpoints, badge and manifests. */
+  auditServices: AuditServices
 }
 
 export interface ControlAppOptions {
@@ -137,6 +140,7 @@ export async function buildControlApp(
       perIpPerMinute: opts.sandboxPerIpPerMinute,
     }),
   )
+  await registerAuditRoutes(app, s.auditServices, s)
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

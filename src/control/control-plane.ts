@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto'
+import { type KeyObject, randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import { createActionStager } from '../actions/action-stager.js'
-import { createDirectAuditLog } from '../audit/audit-log.js'
+import { type AuditTrail, createAuditTrail } from '../audit/audit-trail.js'
 import { persistDurable } from '../audit/persist-durable.js'
 import { createReceiptDrain, type ReceiptDrain } from '../audit/receipt-drain.js'
 import type { Settings } from '../config/schema.js'
@@ -24,6 +24,7 @@ import { createMetrics, type Metrics } from '../observability/metrics.js'
 import { createPolicyService } from '../policy/policy-service.js'
 import { createVerbService } from '../policy/verb-service.js'
 import { createSandboxService } from '../sandbox/sandbox-service.js'
+import { resolveAuditSigningKey } from '../security/audit-signing-key.js'
 import { deriveKeyring, type Keyring } from '../security/keyring.js'
 import { resolveMasterKey } from '../security/master-key.js'
 import { createSponsorService } from '../sponsor/sponsor-service.js'
@@ -53,6 +54,8 @@ export interface ControlPlane {
   readonly clock: Clock
   /** Drains proxy receipts into the audit log; null when the hot store is in process. */
   readonly drain: ReceiptDrain | null
+  /** The audit log (append interface) and its read side. */
+  readonly auditTrail: AuditTrail
   listen(): Promise<string>
   close(): Promise<void>
 }
@@ -66,6 +69,7 @@ export interface ControlPlaneOverrides {
   systems?: SystemsFile
   hot?: HotStore
   metrics?: Metrics
+  auditSigningKey?: KeyObject
 }
 
 /**
@@ -82,6 +86,9 @@ export async function createControlPlane(
   const keyring =
     overrides.keyring ??
     deriveKeyring(resolveMasterKey(settings.secrets.masterKeyFile, target, settings.dataDir))
+  const auditSigningKey =
+    overrides.auditSigningKey ??
+    resolveAuditSigningKey(settings.audit.signingKeyFile, target, settings.dataDir)
   const systemsFile =
     overrides.systems ??
     (settings.systemsFile
@@ -101,7 +108,18 @@ export async function createControlPlane(
     if (!overrides.database) cleanups.push(() => database.close())
     await migrate(database.sql)
     const sor = createSystemOfRecord(database)
-    const audit = createDirectAuditLog(sor)
+    const auditTrail = createAuditTrail({
+      database,
+      sor,
+      signingKey: auditSigningKey,
+      clock,
+      logger,
+      checkpointIntervalMs: settings.audit.checkpointIntervalSeconds * 1000,
+      streamKeepaliveMs: settings.audit.streamKeepaliveSeconds * 1000,
+      publicUrl: settings.server.publicUrl,
+    })
+    cleanups.push(() => auditTrail.close())
+    const audit = auditTrail.log
 
     let rateLimits: RateLimitStore = createMemoryRateLimitStore()
     let hot: HotStore | undefined = overrides.hot
@@ -176,6 +194,7 @@ export async function createControlPlane(
     const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
     const services = {
+      auditServices: auditTrail.services,
       sor,
       auth,
       clock,
@@ -233,6 +252,7 @@ export async function createControlPlane(
       logger,
       clock,
       drain,
+      auditTrail,
       listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
       close: closeAll,
     }

@@ -211,6 +211,14 @@ export const ERRORS = {
     'not on the revocation roster',
     'Reinstate names a target that is not revoked.',
   ),
+  // Audit log, badge
+  receiptNotFound: def(
+    'receipt_not_found',
+    404,
+    'receipt not found',
+    "No receipt with this id in the tenant (another tenant's receipt included).",
+  ),
+  badgeNotFound: def('badge_not_found', 404, 'badge not found', 'The badge token is unknown or revoked.'),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

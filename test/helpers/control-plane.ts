@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
@@ -27,6 +27,8 @@ export interface StartOptions {
   systems?: SystemsFile
   hot?: HotStore
   keyring?: Keyring
+  /** Replicas of one deployment share the checkpoint signing key; by default each test gets its own. */
+  auditSigningKey?: KeyObject
 }
 
 /** Settings for tests: quiet logs, and issuance limits high enough not to trip unrelated tests. */
@@ -49,6 +51,7 @@ export async function startControlPlane(
     logger: createLogger(settings.log.level),
     ...(opts.systems ? { systems: opts.systems } : {}),
     ...(opts.hot ? { hot: opts.hot } : {}),
+    auditSigningKey: opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey,
   })
   t.teardown(async () => {
     await cp.close()
@@ -72,16 +75,19 @@ export async function startWithTenantSystems(
   if (!opts.db) t.teardown(() => db.close())
   const keyring = deriveKeyring(randomBytes(32))
   const clock = opts.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0))
+  const auditSigningKey = opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey
   const first = await createControlPlane(testSettings(opts.settings), {
     database: db.db,
     clock,
     keyring,
     logger: createLogger('silent'),
+    auditSigningKey,
   })
   const tenant = await new Api(first).newTenant()
   await first.close()
   const second = await startControlPlane(t, kind, {
     ...opts,
+    auditSigningKey,
     db,
     clock,
     keyring,

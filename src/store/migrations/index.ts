@@ -1,5 +1,6 @@
 import * as m0001 from './0001-identity.js'
 import * as m0002 from './0002-decision-state.js'
+import * as m0003 from './0003-audit.js'
 
 export interface Migration {
   readonly version: number
@@ -11,4 +12,5 @@ export interface Migration {
 export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'identity', up: m0001.up },
   { version: 2, name: 'decision-state', up: m0002.up },
+  { version: 3, name: 'audit', up: m0003.up },
 ]

@@ -3,6 +3,13 @@ import { GENESIS_HASH } from '../../core/receipt-chain.js'
 import type { ReceiptStore } from '../ports/audit.js'
 import type { SqlHandle } from './sql-handle.js'
 
+/**
+ * Postgres channel that wakes receipt streams. The NOTIFY is issued inside the appending
+ * transaction, so Postgres delivers it only after commit, and never for a rollback. It is
+ * only a wake-up: streams always read seq > cursor from the table.
+ */
+export const RECEIPTS_CHANNEL = 'writegate_receipts'
+
 interface ReceiptRow {
   body: string
   hash: string
@@ -14,60 +21,68 @@ export function receiptFromRow(r: ReceiptRow): Receipt {
 }
 
 export function createReceiptStore(sql: SqlHandle): ReceiptStore {
-  async function appendForTenant(tenantId: string, drafts: ReceiptDraft[]): Promise<Map<string, Receipt>> {
-    await sql`insert into audit_heads (tenant_id, seq, hash) values (${tenantId}, 0, ${GENESIS_HASH})
-              on conflict (tenant_id) do nothing`
-    const [head] = await sql<{ seq: number; hash: string }[]>`
-      select seq, hash from audit_heads where tenant_id = ${tenantId} for update`
-    if (!head) throw new Error(`audit head missing for ${tenantId}`)
-    const out = new Map<string, Receipt>()
-    // Under the head lock, so this check cannot race another append of the same receipt.
-    const existing = await sql<ReceiptRow[]>`select body, hash from receipts
-                                             where receipt_id = any(${drafts.map((d) => d.receiptId)})`
-    for (const row of existing) {
-      const r = receiptFromRow(row)
-      out.set(r.receiptId, r)
-    }
-    const seen = new Set<string>()
-    const fresh = drafts.filter((d) => {
-      if (out.has(d.receiptId) || seen.has(d.receiptId)) return false
-      seen.add(d.receiptId)
-      return true
-    })
-    if (fresh.length === 0) return out
-    const chained = chainReceipts({ seq: Number(head.seq), hash: head.hash }, fresh)
-    const rows = chained.receipts.map((r, i) => ({
-      tenant_id: r.tenantId,
-      seq: r.seq,
-      receipt_id: r.receiptId,
-      kind: r.kind,
-      decision: r.decision,
-      created_at: r.createdAt,
-      key_id: r.keyId,
-      body: chained.bodies[i] as string,
-      hash: r.hash,
-    }))
-    await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'key_id', 'body', 'hash')}`
-    await sql`update audit_heads set seq = ${chained.head.seq}, hash = ${chained.head.hash}
-              where tenant_id = ${tenantId}`
-    for (const r of chained.receipts) out.set(r.receiptId, r)
-    return out
-  }
-
   return {
+    /**
+     * Set-based, so a group-committed batch costs the same six statements whether it
+     * holds one tenant or fifty: create missing head rows, lock the heads, find receipts
+     * already stored, insert, advance the heads, notify.
+     */
     async append(drafts) {
       if (drafts.length === 0) return []
-      const byTenant = new Map<string, ReceiptDraft[]>()
-      for (const d of drafts) {
-        const list = byTenant.get(d.tenantId) ?? []
-        list.push(d)
-        byTenant.set(d.tenantId, list)
-      }
+      // Code-unit order here and `collate "C"` below: every transaction takes the head
+      // rows in the same order, so concurrent batches never deadlock.
+      const tenantIds = [...new Set(drafts.map((d) => d.tenantId))].sort()
+      await sql`insert into audit_heads (tenant_id, seq, hash)
+                select t, 0, ${GENESIS_HASH} from unnest(${tenantIds}::text[]) as t
+                on conflict (tenant_id) do nothing`
+      const heads = await sql<{ tenant_id: string; seq: number; hash: string }[]>`
+        select tenant_id, seq, hash from audit_heads where tenant_id = any(${tenantIds})
+        order by tenant_id collate "C" for update`
+      const headOf = new Map(heads.map((h) => [h.tenant_id, { seq: Number(h.seq), hash: h.hash }]))
       const all = new Map<string, Receipt>()
-      // Fixed lock order across tenants: concurrent batches never deadlock.
-      for (const tenantId of [...byTenant.keys()].sort()) {
-        for (const [id, r] of await appendForTenant(tenantId, byTenant.get(tenantId) ?? [])) all.set(id, r)
+      // Under the head locks, so this check cannot race another append of the same receipt.
+      const existing = await sql<ReceiptRow[]>`select body, hash from receipts
+                                               where receipt_id = any(${drafts.map((d) => d.receiptId)})`
+      for (const row of existing) {
+        const r = receiptFromRow(row)
+        all.set(r.receiptId, r)
       }
+      const fresh = new Map<string, ReceiptDraft[]>()
+      const seen = new Set<string>()
+      for (const d of drafts) {
+        if (all.has(d.receiptId) || seen.has(d.receiptId)) continue
+        seen.add(d.receiptId)
+        fresh.set(d.tenantId, [...(fresh.get(d.tenantId) ?? []), d])
+      }
+      if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
+      const rows: Record<string, unknown>[] = []
+      const moved: { tenant_id: string; seq: number; hash: string }[] = []
+      for (const [tenantId, list] of fresh) {
+        const head = headOf.get(tenantId)
+        if (!head) throw new Error(`audit head missing for ${tenantId}`)
+        const chained = chainReceipts(head, list)
+        chained.receipts.forEach((r, i) => {
+          rows.push({
+            tenant_id: r.tenantId,
+            seq: r.seq,
+            receipt_id: r.receiptId,
+            kind: r.kind,
+            decision: r.decision,
+            created_at: r.createdAt,
+            key_id: r.keyId,
+            body: chained.bodies[i] as string,
+            hash: r.hash,
+          })
+          all.set(r.receiptId, r)
+        })
+        moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
+      }
+      await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'key_id', 'body', 'hash')}`
+      await sql`update audit_heads h set seq = v.seq, hash = v.hash
+                from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
+                            ${moved.map((m) => m.hash)}::text[]) as v(tenant_id, seq, hash)
+                where h.tenant_id = v.tenant_id`
+      await sql`select pg_notify(${RECEIPTS_CHANNEL}, t) from unnest(${moved.map((m) => m.tenant_id)}::text[]) as t`
       return drafts.map((d) => all.get(d.receiptId) as Receipt)
     },
     async get(tenantId, receiptId) {

@@ -1,0 +1,81 @@
+import type { KeyObject } from 'node:crypto'
+import type { AuditServices } from '../control/audit-routes.js'
+import type { Clock } from '../core/clock.js'
+import type { Logger } from '../observability/logger.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+import { createBadgeTokenStore } from '../store/postgres/badge-token-store.js'
+import { createCheckpointStore } from '../store/postgres/checkpoint-store.js'
+import type { Database } from '../store/postgres/connect.js'
+import { createManifestStore } from '../store/postgres/manifest-store.js'
+import { listenForReceipts } from '../store/postgres/receipt-notifications.js'
+import { createReceiptReader } from '../store/postgres/receipt-reader.js'
+import type { AuditLog } from './audit-log.js'
+import { createCheckpointer } from './checkpointer.js'
+import { createGroupCommitAuditLog } from './group-commit.js'
+import { createReceiptWakeups, type Listen } from './receipt-wakeups.js'
+
+export interface AuditTrail {
+  /** The append interface every path uses (group-committed). */
+  readonly log: AuditLog
+  readonly services: AuditServices
+  /** Drains pending appends, anchors the final heads, stops timers and the listener. */
+  close(): Promise<void>
+}
+
+export interface AuditTrailOptions {
+  database: Database
+  sor: SystemOfRecord
+  signingKey: KeyObject
+  clock: Clock
+  logger: Logger
+  checkpointIntervalMs: number
+  streamKeepaliveMs: number
+  /** Fallback poll of subscribed tenants' heads, in case a wake-up is lost. */
+  streamPollMs?: number
+  publicUrl?: string | undefined
+}
+
+/** Builds the audit log's writer, checkpointer, stream wake-ups and read stores; starts the checkpoint cadence. */
+export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
+  const sql = opts.database.sql
+  const reader = createReceiptReader(sql)
+  const checkpoints = createCheckpointStore(sql)
+  // Only a database other processes write needs LISTEN; PGlite is one process (and one
+  // connection, which LISTEN would tie up), so in-process wake-ups cover it.
+  const listen: Listen | undefined = opts.database.shared ? listenForReceipts(sql) : undefined
+  const wakeups = createReceiptWakeups({
+    reader,
+    pollMs: opts.streamPollMs ?? 500,
+    logger: opts.logger,
+    ...(listen ? { listen } : {}),
+  })
+  const log = createGroupCommitAuditLog({ sor: opts.sor, onCommitted: (ids) => wakeups.committed(ids) })
+  const checkpointer = createCheckpointer({
+    checkpoints,
+    reader,
+    signingKey: opts.signingKey,
+    clock: opts.clock,
+    intervalMs: opts.checkpointIntervalMs,
+    logger: opts.logger,
+  })
+  checkpointer.start()
+  return {
+    log,
+    services: {
+      reader,
+      checkpoints,
+      checkpointer,
+      wakeups,
+      signingKey: opts.signingKey,
+      badgeTokens: createBadgeTokenStore(sql),
+      manifests: createManifestStore(sql),
+      streamKeepaliveMs: opts.streamKeepaliveMs,
+      publicUrl: opts.publicUrl,
+    },
+    async close() {
+      await log.flush()
+      await checkpointer.stop()
+      await wakeups.close()
+    },
+  }
+}

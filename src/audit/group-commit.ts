@@ -1,0 +1,125 @@
+import { ERRORS, WriteGateError } from '../core/errors.js'
+import { canonicalJson } from '../core/jcs.js'
+import type { Receipt, ReceiptDraft } from '../core/receipt.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
+import type { AuditLog } from './audit-log.js'
+
+export interface GroupCommitOptions {
+  sor: SystemOfRecord
+  /** Most receipts written by one transaction (one caller's drafts are never split). */
+  maxBatch?: number
+  /** Most receipts waiting for a transaction; past it, append() refuses at once (fail closed). */
+  maxQueue?: number
+  /** Transactions in flight at once. */
+  maxInFlight?: number
+  /** Called after a transaction that wrote receipts of these tenants has committed. */
+  onCommitted?: (tenantIds: readonly string[]) => void
+}
+
+interface Pending {
+  drafts: readonly ReceiptDraft[]
+  resolve: (receipts: Receipt[]) => void
+  reject: (err: unknown) => void
+}
+
+export const GROUP_COMMIT_DEFAULTS = { maxBatch: 512, maxQueue: 50_000, maxInFlight: 2 } as const
+
+/**
+ * The group-committing audit log. append() queues the caller's drafts; whenever no
+ * transaction is running (or a full batch is waiting and another may start), the queue
+ * is drained into one transaction. Under load many callers share one commit (one fsync,
+ * one head-row lock per tenant), so throughput grows with concurrency instead of queueing
+ * on the tenant's head row. Each caller's promise settles with its own batch: it
+ * resolves after the commit, and rejects if the transaction failed, in which case
+ * nothing of that batch was written.
+ */
+export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
+  const maxBatch = opts.maxBatch ?? GROUP_COMMIT_DEFAULTS.maxBatch
+  const maxQueue = opts.maxQueue ?? GROUP_COMMIT_DEFAULTS.maxQueue
+  const maxInFlight = opts.maxInFlight ?? GROUP_COMMIT_DEFAULTS.maxInFlight
+  const queue: Pending[] = []
+  let queued = 0
+  let inFlight = 0
+  let idleWaiters: (() => void)[] = []
+
+  function kick(): void {
+    while (queue.length > 0 && inFlight < maxInFlight && (inFlight === 0 || queued >= maxBatch)) {
+      const batch: Pending[] = []
+      let size = 0
+      while (queue.length > 0) {
+        const next = queue[0] as Pending
+        if (batch.length > 0 && size + next.drafts.length > maxBatch) break
+        queue.shift()
+        batch.push(next)
+        size += next.drafts.length
+      }
+      queued -= size
+      inFlight += 1
+      void commit(batch).finally(() => {
+        inFlight -= 1
+        kick()
+        if (inFlight === 0 && queue.length === 0) {
+          const waiters = idleWaiters
+          idleWaiters = []
+          for (const w of waiters) w()
+        }
+      })
+    }
+  }
+
+  async function commit(batch: Pending[]): Promise<void> {
+    const drafts = batch.flatMap((p) => p.drafts)
+    let receipts: Receipt[]
+    try {
+      receipts = await opts.sor.transaction((stores) => stores.receipts.append(drafts))
+    } catch (err) {
+      for (const p of batch) p.reject(err)
+      return
+    }
+    let at = 0
+    for (const p of batch) {
+      p.resolve(receipts.slice(at, at + p.drafts.length))
+      at += p.drafts.length
+    }
+    notify(drafts)
+  }
+
+  function notify(drafts: readonly ReceiptDraft[]): void {
+    try {
+      opts.onCommitted?.([...new Set(drafts.map((d) => d.tenantId))])
+    } catch {
+      // A wake-up is best effort: streams also poll.
+    }
+  }
+
+  return {
+    async appendWith(stores, drafts) {
+      const receipts = await stores.receipts.append(drafts)
+      // Runs before the caller commits: a stream woken now may not see these rows yet and
+      // picks them up on its next read (Postgres also sends NOTIFY at commit).
+      notify(drafts)
+      return receipts
+    },
+    append(drafts) {
+      if (drafts.length === 0) return Promise.resolve([])
+      try {
+        // A draft that cannot be serialised would fail everyone's transaction: refuse it here, alone.
+        for (const d of drafts) canonicalJson(d)
+      } catch (err) {
+        return Promise.reject(err)
+      }
+      if (queued + drafts.length > maxQueue && queued > 0) {
+        return Promise.reject(new WriteGateError(ERRORS.unavailable, { reason: 'audit_backlog' }))
+      }
+      return new Promise<Receipt[]>((resolve, reject) => {
+        queue.push({ drafts, resolve, reject })
+        queued += drafts.length
+        kick()
+      })
+    },
+    flush() {
+      if (inFlight === 0 && queue.length === 0) return Promise.resolve()
+      return new Promise<void>((resolve) => idleWaiters.push(resolve))
+    },
+  }
+}

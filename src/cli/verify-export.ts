@@ -1,0 +1,126 @@
+import { createReadStream, readFileSync, statSync } from 'node:fs'
+import { type ExportVerdict, ExportVerifier } from '../core/audit-export.js'
+import { parseEd25519PublicKey } from '../core/ed25519.js'
+
+/**
+ * `writegate verify <export> --public-key <file>`: the offline verifier. No server and
+ * no database: only core's hashing and signature code, over the file's bytes.
+ */
+
+export interface VerifyProgress {
+  receipts: number
+  bytes: number
+}
+
+/** Progress is reported every this many receipts. */
+export const PROGRESS_EVERY = 50_000
+
+/**
+ * Splits the input into lines on "\n" and feeds them to the verifier. Each line is decoded
+ * as strict UTF-8, so an edited byte cannot hide behind a replacement character.
+ */
+export async function verifyExport(
+  input: AsyncIterable<Buffer | string>,
+  publicKey: ReturnType<typeof parseEd25519PublicKey>,
+  onProgress?: (p: VerifyProgress) => void,
+): Promise<ExportVerdict> {
+  const verifier = new ExportVerifier(publicKey)
+  const decoder = new TextDecoder('utf-8', { fatal: true })
+  let pending: Buffer[] = []
+  let bytes = 0
+  let nextReport = PROGRESS_EVERY
+  const feed = (line: Buffer): boolean => {
+    let text: string
+    try {
+      text = decoder.decode(line)
+    } catch {
+      text = '\u0000not utf-8' // fails as "not JSON" on its line
+    }
+    const failed = verifier.line(text) !== null
+    if (onProgress && verifier.checked >= nextReport) {
+      nextReport += PROGRESS_EVERY
+      onProgress({ receipts: verifier.checked, bytes })
+    }
+    return failed
+  }
+  for await (const chunk of input) {
+    let buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk
+    bytes += buf.length
+    let nl = buf.indexOf(0x0a)
+    while (nl !== -1) {
+      pending.push(buf.subarray(0, nl))
+      const line = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending)
+      pending = []
+      if (feed(line)) return verifier.finish()
+      buf = buf.subarray(nl + 1)
+      nl = buf.indexOf(0x0a)
+    }
+    if (buf.length > 0) pending.push(buf)
+  }
+  // A last line without its newline still counts.
+  if (pending.length > 0) feed(Buffer.concat(pending))
+  return verifier.finish()
+}
+
+export interface VerifyCommandIo {
+  stdout: (s: string) => void
+  stderr: (s: string) => void
+  stderrIsTty: boolean
+}
+
+/** Exit code: 0 valid, 1 invalid (one line saying why), 2 cannot run (bad arguments, unreadable file). */
+export async function verifyCommand(args: string[], io: VerifyCommandIo): Promise<number> {
+  let file: string | undefined
+  let keyFile: string | undefined
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string
+    if (a === '--public-key') keyFile = args[++i]
+    else if (a.startsWith('--public-key=')) keyFile = a.slice('--public-key='.length)
+    else if (file === undefined && !a.startsWith('--')) file = a
+    else {
+      io.stderr(`writegate: verify: unexpected argument ${a}\n`)
+      return 2
+    }
+  }
+  if (!file || !keyFile) {
+    io.stderr('writegate: usage: writegate verify <export.jsonl> --public-key <file>\n')
+    return 2
+  }
+  let publicKey: ReturnType<typeof parseEd25519PublicKey>
+  let size: number
+  try {
+    publicKey = parseEd25519PublicKey(readFileSync(keyFile, 'utf8'))
+  } catch (err) {
+    io.stderr(
+      `writegate: verify: cannot use public key ${keyFile}: ${(err as Error).message.split('\n')[0]}\n`,
+    )
+    return 2
+  }
+  try {
+    size = statSync(file).size
+  } catch (err) {
+    io.stderr(`writegate: verify: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}\n`)
+    return 2
+  }
+  let reported = false
+  const verdict = await verifyExport(createReadStream(file), publicKey, (p) => {
+    reported = true
+    const pct = size > 0 ? Math.floor((p.bytes / size) * 100) : 100
+    const text = `verified ${p.receipts} receipts (${pct}%)`
+    io.stderr(io.stderrIsTty ? `\r${text}` : `${text}\n`)
+  })
+  if (reported && io.stderrIsTty) io.stderr('\n')
+  if (verdict.valid) {
+    const cp = verdict.checkpoint
+    const anchored = cp
+      ? `, signed checkpoint at seq ${cp.seq} (${new Date(cp.at * 1000).toISOString()})`
+      : ''
+    io.stdout(
+      `valid: tenant ${verdict.tenantId}, ${verdict.checked} receipts, head seq ${verdict.head.seq} hash ${verdict.head.hash}${anchored}\n`,
+    )
+    return 0
+  }
+  const f = verdict.failure
+  io.stdout(`invalid: ${f?.reason} at seq ${f?.seq}${f?.line ? ` (line ${f.line})` : ''}: ${f?.message}\n`)
+  return 1
+}

@@ -1,0 +1,187 @@
+import { request } from 'node:http'
+import t from 'tap'
+import { createReceiptWakeups } from '../../src/audit/receipt-wakeups.js'
+import { nowSeconds } from '../../src/core/clock.js'
+import { newId } from '../../src/core/ids.js'
+import { draft } from '../../src/core/receipt.js'
+import { createLogger } from '../../src/observability/logger.js'
+import { listenForReceipts } from '../../src/store/postgres/receipt-notifications.js'
+import { createReceiptReader } from '../../src/store/postgres/receipt-reader.js'
+import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
+import { ed25519 } from '../helpers/audit-logs.js'
+import { API_BACKENDS, openTestDatabase } from '../helpers/backends.js'
+import { startControlPlane, type TestControlPlane } from '../helpers/control-plane.js'
+import { openStream, waitFor } from '../helpers/sse.js'
+
+function appendChecks(tcp: TestControlPlane, tenantId: string, n: number) {
+  const at = nowSeconds(tcp.clock)
+  return tcp.cp.auditTrail.log.append(
+    Array.from({ length: n }, () =>
+      draft({ receiptId: newId('receipt'), tenantId, kind: 'CHECK', decision: 'ALLOW', createdAt: at }),
+    ),
+  )
+}
+
+/** Reads the raw event stream until `until` matches the text so far, then disconnects. */
+function readRaw(base: string, apiKey: string, path: string, until: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(new URL(path, base), { headers: { authorization: `Bearer ${apiKey}` } }, (res) => {
+      let text = `HTTP ${res.statusCode} ${res.headers['content-type']}\n`
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => {
+        text += chunk
+        if (until.test(text)) {
+          req.destroy()
+          resolve(text)
+        }
+      })
+      res.on('error', () => {})
+    })
+    req.on('error', (err) => {
+      if (!req.destroyed) reject(err)
+    })
+    req.setTimeout(20_000, () => {
+      req.destroy()
+      reject(new Error(`no ${until} in the stream`))
+    })
+    req.end()
+  })
+}
+
+for (const kind of API_BACKENDS) {
+  t.test(`receipt stream over a real socket: ${kind}`, async (t) => {
+    const tcp = await startControlPlane(t, kind, { settings: { audit: { streamKeepaliveSeconds: 1 } } })
+    const { api, cp } = tcp
+    const base = await cp.app.listen({ port: 0, host: '127.0.0.1' })
+    const a = await api.newTenant()
+    const b = await api.newTenant()
+    await appendChecks(tcp, a.tenantId, 5)
+    const headOf = async () =>
+      (await api.get('/v1/receipts/verify', { bearer: a.apiKey })).body.headSeq as number
+
+    t.test('replays after `since`, then delivers live receipts, in order', async (t) => {
+      const head = await headOf()
+      const c = openStream(base, a.apiKey, { since: 2 })
+      t.teardown(() => c.close())
+      await waitFor(() => c.received.length === head - 2, 15_000, 'the replay')
+      await appendChecks(tcp, a.tenantId, 3)
+      await appendChecks(tcp, b.tenantId, 2)
+      await api.post('/v1/principals', { name: `live-${Date.now()}` }, { bearer: a.apiKey })
+      await waitFor(() => c.received.length === head - 2 + 4, 15_000, 'the live receipts')
+      t.same(
+        c.received.map((r) => r.seq),
+        Array.from({ length: head + 2 }, (_, i) => i + 3),
+      )
+      t.ok(
+        c.received.every((r) => r.id === r.seq && r.receipt.tenantId === a.tenantId),
+        'id is the seq; only own receipts',
+      )
+      t.equal(c.received.at(-1)?.receipt.kind, 'PRINCIPAL_CREATE', 'an HTTP admin change arrives too')
+    })
+
+    t.test('Last-Event-ID resumes the stream and wins over since', async (t) => {
+      const head = await headOf()
+      const c = openStream(base, a.apiKey, { since: 1, lastEventId: head - 2 })
+      t.teardown(() => c.close())
+      await waitFor(() => c.received.length === 2, 15_000, 'the resumed stream')
+      await new Promise((r) => setTimeout(r, 300))
+      t.same(
+        c.received.map((r) => r.seq),
+        [head - 1, head],
+      )
+    })
+
+    t.test('wire format: id, event and data lines; keepalive comments', async (t) => {
+      const text = await readRaw(base, a.apiKey, '/v1/receipts/stream?since=0', /: keepalive\n\n/)
+      t.match(text, /^HTTP 200 text\/event-stream/)
+      t.match(text, /\nid: 1\nevent: receipt\ndata: \{[^\n]*"seq":1[,}][^\n]*\n\n/)
+      t.match(text, /: keepalive\n\n$/)
+    })
+
+    t.test('a client that goes away releases its subscription and timer', async (t) => {
+      const wakeups = cp.auditTrail.services.wakeups
+      await waitFor(() => wakeups.subscriberCount() === 0, 5000, 'earlier clients to be gone')
+      const clients = [openStream(base, a.apiKey), openStream(base, b.apiKey)]
+      await Promise.all(clients.map((c) => c.opened))
+      await waitFor(() => wakeups.subscriberCount() === 2, 5000, 'two subscriptions')
+      for (const c of clients) c.close()
+      await waitFor(() => wakeups.subscriberCount() === 0, 5000, 'subscriptions released')
+      t.pass('released')
+    })
+  })
+}
+
+t.test('closing the control plane ends open streams', async (t) => {
+  const tcp = await startControlPlane(t, 'pglite-memory')
+  const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const a = await tcp.api.newTenant()
+  const c = openStream(base, a.apiKey)
+  t.teardown(() => c.close())
+  await c.opened
+  await waitFor(() => c.received.length > 0)
+  await tcp.cp.app.close()
+  t.equal(tcp.cp.auditTrail.services.wakeups.subscriberCount(), 0)
+})
+
+t.test('two control planes on one Postgres: a stream on one sees writes through both', async (t) => {
+  const db = await openTestDatabase('postgres')
+  t.teardown(() => db.close())
+  const key = ed25519().privateKey
+  const one = await startControlPlane(t, 'postgres', { db, auditSigningKey: key })
+  const two = await startControlPlane(t, 'postgres', { db, auditSigningKey: key })
+  const base = await one.cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const a = await two.api.newTenant()
+  const c = openStream(base, a.apiKey)
+  t.teardown(() => c.close())
+  await c.opened
+  const writes: Promise<unknown>[] = []
+  for (let i = 0; i < 20; i++) {
+    writes.push(appendChecks(i % 2 ? one : two, a.tenantId, 1 + (i % 3)))
+    if (i % 5 === 0) writes.push(two.api.post('/v1/principals', { name: `p${i}` }, { bearer: a.apiKey }))
+  }
+  await Promise.all(writes)
+  const head = (await one.api.get('/v1/receipts/verify', { bearer: a.apiKey })).body
+  t.equal(head.valid, true, 'one chain, written by two processes')
+  await waitFor(() => c.received.length >= head.headSeq, 15_000, 'every receipt')
+  t.same(
+    c.received.map((r) => r.seq),
+    Array.from({ length: head.headSeq }, (_, i) => i + 1),
+    'no gaps, no duplicates',
+  )
+})
+
+t.test('Postgres NOTIFY wakes streams only after a commit', async (t) => {
+  const db = await openTestDatabase('postgres')
+  t.teardown(() => db.close())
+  const sor = createSystemOfRecord(db.db)
+  // Polling disabled (an hour), so only the notification can wake the subscriber.
+  const wakeups = createReceiptWakeups({
+    reader: createReceiptReader(db.db.sql),
+    pollMs: 3_600_000,
+    logger: createLogger('silent'),
+    listen: listenForReceipts(db.db.sql),
+  })
+  t.teardown(() => wakeups.close())
+  const woken: (number | null)[] = []
+  let listening = () => {}
+  const ready = new Promise<void>((r) => {
+    listening = r
+  })
+  wakeups.subscribe('ten_n', (head) => {
+    woken.push(head)
+    listening()
+  })
+  await ready // the listener wakes everyone once it is connected
+  woken.length = 0
+  const d = () => draft({ receiptId: newId('receipt'), tenantId: 'ten_n', kind: 'GRANT', createdAt: 1 })
+  await t.rejects(
+    sor.transaction(async (s) => {
+      await s.receipts.append([d()])
+      throw new Error('rolled back on purpose')
+    }),
+  )
+  await sor.transaction((s) => s.receipts.append([d()]))
+  await waitFor(() => woken.length > 0, 10_000, 'a notification')
+  await new Promise((r) => setTimeout(r, 200))
+  t.same(woken, [null], 'one wake-up, for the committed transaction only')
+})
