@@ -14,6 +14,7 @@ export interface ReceiptDrain {
 }
 
 const BATCH = 500
+const RECENT_MS = 30_000
 
 /**
  * Moves proxy receipts from the hot store into the Postgres audit log: at least once,
@@ -55,11 +56,23 @@ export function createReceiptDrain(deps: {
     }
   }
 
+  /** Tenants that queued recently: looked at on every pass, since proxies throttle their hints. */
+  const recent = new Map<string, number>()
+
   async function pass(sweep: boolean): Promise<number> {
+    const now = Date.now()
     const tenants = new Set(await queue.dirtyTenants())
+    for (const [t, at] of recent) {
+      if (now - at > RECENT_MS) recent.delete(t)
+      else tenants.add(t)
+    }
     if (sweep) for (const t of await deps.tenantIds()) tenants.add(t)
     let moved = 0
-    for (const t of tenants) moved += await drainTenant(t)
+    for (const t of tenants) {
+      const n = await drainTenant(t)
+      if (n > 0) recent.set(t, now)
+      moved += n
+    }
     if (sweep) lastBacklog = await queue.backlog([...tenants])
     return moved
   }

@@ -20,6 +20,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_PUBLIC_URL: { path: ['server', 'publicUrl'] },
   WRITEGATE_TRUST_PROXY: { path: ['server', 'trustProxy'], list: true },
   WRITEGATE_PROXY_PORT: { path: ['proxy', 'port'] },
+  WRITEGATE_PROXY_HOST: { path: ['proxy', 'host'] },
   WRITEGATE_ROUTES_FILE: { path: ['proxy', 'routesFile'] },
   WRITEGATE_PROXY_API_KEY_FILE: { path: ['proxy', 'apiKeyFile'] },
   WRITEGATE_PROXY_ENVIRONMENT: { path: ['proxy', 'environment'] },

@@ -24,6 +24,8 @@ export function connectRedis(
     connectTimeout: 2000,
     commandTimeout: 2000,
     retryStrategy: (times) => Math.min(times * 100, 1000),
+    // Commands issued in one tick (many concurrent commits) go out in one write.
+    enableAutoPipelining: role === 'commands',
   })
   let lastLogged = 0
   redis.on('error', (err: Error) => {

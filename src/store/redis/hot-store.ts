@@ -16,6 +16,8 @@ const QUOTA_TTL_SECONDS = 40 * 86400
 /** Consumption markers outlive their grant's expiry by this much. */
 const GRANT_MARKER_GRACE_SECONDS = 300
 const GROUP = 'drain'
+/** Drain hints per tenant are sent at most this often by one process. */
+const HINT_INTERVAL_MS = 50
 
 type Commands = Redis & {
   wgPublish(
@@ -67,6 +69,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   const invalidationListeners = new Set<InvalidationListener>()
   const queuedListeners = new Set<() => void>()
   const groupsMade = new Set<string>()
+  const hinted = new Map<string, number>()
 
   opts.subscriber.on('message', (channel: string, message: string) => {
     if (channel === channels.invalidate) {
@@ -219,12 +222,18 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
           : req.durable.otherwise
         : null
       if (res[3]) {
-        // A hint for the drainer; the receipt itself is already durable in the stream.
-        r.multi()
-          .sadd(k.dirty, t)
-          .publish(channels.queued, t)
-          .exec()
-          .catch(() => {})
+        // A hint for the drainer; the receipt itself is already durable in the stream. At
+        // most one per tenant per interval: the drainer reads in batches and also polls.
+        const last = hinted.get(t) ?? 0
+        const nowMs = Date.now()
+        if (nowMs - last >= HINT_INTERVAL_MS) {
+          hinted.set(t, nowMs)
+          r.multi()
+            .sadd(k.dirty, t)
+            .publish(channels.queued, t)
+            .exec()
+            .catch(() => hinted.delete(t))
+        }
       }
       return { status: 'committed', grantId, quotaUsed: req.quota ? Number(res[2]) : null, durable }
     },
