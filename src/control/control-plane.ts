@@ -11,10 +11,11 @@ import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
 import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
 import { createCheckService } from '../decision/check-service.js'
 import { createTokenService } from '../decision/token-service.js'
-import { createGate, type Gate } from '../gate/gate.js'
+import { createDecisionPipeline } from '../gate/decision-pipeline.js'
+import type { Gate } from '../gate/gate.js'
 import { publishingSink } from '../gate/publishing-sink.js'
 import { seedQuotaCounters } from '../gate/quota-seeder.js'
-import { createSnapshotCache, type SnapshotCache } from '../gate/snapshot-cache.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import { createSnapshotPublisher } from '../gate/snapshot-publisher.js'
 import { createAuthenticator } from '../identity/authenticator.js'
 import { createIssuanceService } from '../identity/issuance-service.js'
@@ -149,23 +150,14 @@ export async function createControlPlane(
 
     const publisher = createSnapshotPublisher({ source: createSnapshotSource(database), hot, clock, logger })
     const decisionState = publishingSink(publisher, logger)
-    const snapshots = createSnapshotCache({
+    const { snapshots, gate } = createDecisionPipeline({
       hot,
-      nowMs: () => clock.nowMs(),
+      clock,
+      metrics,
+      quotaLimit: settings.quota.checksPerMonth,
       onMissing: (tenantId) => publisher.changed(tenantId),
     })
     cleanups.push(async () => snapshots.close())
-    metrics.watchSnapshots(
-      () => snapshots.entries(),
-      () => clock.nowMs(),
-    )
-    const gate = createGate({
-      hot,
-      snapshots,
-      clock,
-      quotaLimit: settings.quota.checksPerMonth,
-      events: metrics.gateEvents,
-    })
 
     // Start-up repair: proxies' key index, quota floors and snapshot versions.
     for (const e of await sor.stores.keys.indexEntries())

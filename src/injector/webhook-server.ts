@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import secureJson from 'secure-json-parse'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { ReviewAnswer } from './review-handler.js'
 
@@ -37,29 +38,6 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 function sendError(res: ServerResponse, def: ErrorDef, message = def.message): void {
   sendJson(res, def.status, { error: message, code: def.code })
-}
-
-class BodyTooLarge extends Error {}
-
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length'])
-    if (Number.isFinite(declared) && declared > limit) return reject(new BodyTooLarge())
-    const chunks: Buffer[] = []
-    let size = 0
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        req.removeAllListeners('data')
-        req.resume()
-        reject(new BodyTooLarge())
-        return
-      }
-      chunks.push(chunk)
-    })
-    req.on('end', () => resolve(Buffer.concat(chunks)))
-    req.on('error', reject)
-  })
 }
 
 /**

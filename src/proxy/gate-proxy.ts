@@ -13,6 +13,7 @@ import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
 import type { Gate } from '../gate/gate.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
+import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
@@ -21,7 +22,7 @@ import { stripHopByHop } from './hop-by-hop.js'
 import { sendJson } from './proxy-responses.js'
 import { resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
-import { BodyTooLarge, HTTP_REPLAY_TOOL, type HttpReplayParams, readBody } from './staged-request.js'
+import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 
 /** Headers an agent may not pass upstream: its own credentials, and writegate's own. */
 const STRIPPED = ['authorization', 'proxy-authorization', 'x-writegate-grant', 'proxy-connection']
@@ -71,8 +72,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   })
 
   proxy.on('proxyReq', (proxyReq, req) => {
-    const s = (req as IncomingMessage & { wgSystem?: ProxySystem }).wgSystem
-    if (s?.credential) proxyReq.setHeader(s.credential.header, s.credential.value)
+    const r = req as IncomingMessage & { wgSystem?: ProxySystem; wgReceipt?: string }
+    if (r.wgSystem?.credential) proxyReq.setHeader(r.wgSystem.credential.header, r.wgSystem.credential.value)
+    // The upstream learns which receipt authorised the write, so it can log or reconcile it.
+    if (r.wgReceipt) proxyReq.setHeader(RECEIPT_HEADER, r.wgReceipt)
   })
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
@@ -93,6 +96,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (req.destroyed || res.destroyed) return
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
+    delete req.headers[RECEIPT_HEADER]
     if (system.credential) delete req.headers[system.credential.header]
     req.url = path
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }

@@ -2,8 +2,9 @@ import { ConfigError } from '../config/load.js'
 import type { Settings } from '../config/schema.js'
 import { loadSystemsFile } from '../config/systems.js'
 import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
-import { createGate, type Gate } from '../gate/gate.js'
-import { createSnapshotCache, type SnapshotCache } from '../gate/snapshot-cache.js'
+import { createDecisionPipeline } from '../gate/decision-pipeline.js'
+import type { Gate } from '../gate/gate.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { Logger } from '../observability/logger.js'
 import { createLogger } from '../observability/logger.js'
 import { createMetrics, type Metrics } from '../observability/metrics.js'
@@ -122,17 +123,11 @@ export async function startProxyProcess(
   })
   const hot = overrides.wrapHotStore ? overrides.wrapHotStore(redisHot) : redisHot
   const metrics = createMetrics('proxy')
-  const snapshots = createSnapshotCache({ hot, nowMs: () => clock.nowMs() })
-  metrics.watchSnapshots(
-    () => snapshots.entries(),
-    () => clock.nowMs(),
-  )
-  const gate = createGate({
+  const { snapshots, gate } = createDecisionPipeline({
     hot,
-    snapshots,
     clock,
+    metrics,
     quotaLimit: settings.quota.checksPerMonth,
-    events: metrics.gateEvents,
   })
   const running = await startProxy(
     settings,

@@ -44,6 +44,11 @@ t.test('gate-proxy in the single-process default', async (t) => {
       const got = upstream.received[before]
       t.match(got, { method: 'POST', url: '/v1/verify?x=1' })
       t.equal(got?.headers.authorization, 'Bearer up-secret', 'the injected credential, not the agent one')
+      t.equal(
+        got?.headers['x-writegate-receipt'],
+        r.headers['x-writegate-receipt'],
+        'the upstream learns the authorising receipt',
+      )
       t.equal(got?.headers['x-writegate-grant'], undefined)
       t.equal(got?.body.toString(), '{"a":1}')
       const rows = await cp.database.sql<

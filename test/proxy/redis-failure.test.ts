@@ -85,11 +85,28 @@ t.test('Redis failure under load: fail closed, and no write without its receipt'
     if (missing.length > 0) await new Promise((r) => setTimeout(r, 100))
   }
   t.same(missing, [], 'every receipt a client saw is in Postgres')
-  const proxyAllows = await fleet.cp.database.sql<{ n: number }[]>`
-    select count(*)::int as n from receipts where tenant_id = ${fleet.tenant.tenantId} and kind = 'CHECK' and decision = 'ALLOW' and key_id = ${fleet.agent.keyId}`
-  t.equal(
-    proxyAllows[0]?.n,
-    fleet.upstream.received.length,
-    'the upstream received exactly as many writes as there are ALLOW receipts',
+  // And the converse, exactly: every write the upstream received names its receipt, which is in Postgres.
+  const upstreamReceipts = fleet.upstream.received.map((r) => r.headers['x-writegate-receipt'] as string)
+  t.ok(
+    upstreamReceipts.every((id) => /^rcp_/.test(id)),
+    'every upstream write carries the receipt that authorised it',
+  )
+  const inPostgres = async () =>
+    new Set(
+      (
+        await fleet.cp.database.sql<
+          { receipt_id: string }[]
+        >`select receipt_id from receipts where receipt_id = any(${upstreamReceipts})`
+      ).map((r) => r.receipt_id),
+    )
+  let present = await inPostgres()
+  for (let i = 0; i < 100 && present.size < new Set(upstreamReceipts).size; i++) {
+    await new Promise((r) => setTimeout(r, 100))
+    present = await inPostgres()
+  }
+  t.same(
+    upstreamReceipts.filter((id) => !present.has(id)),
+    [],
+    'no upstream write lacks its receipt in Postgres',
   )
 })

@@ -1,0 +1,31 @@
+import type { IncomingMessage } from 'node:http'
+
+export class BodyTooLarge extends Error {}
+
+/**
+ * Reads a request body into memory, refusing anything over `limit` bytes (declared or
+ * actual). An oversized body is drained, not read, so the socket can still be answered.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'])
+    if (Number.isFinite(declared) && declared > limit) {
+      reject(new BodyTooLarge())
+      return
+    }
+    const chunks: Buffer[] = []
+    let size = 0
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        req.removeAllListeners('data')
+        req.resume()
+        reject(new BodyTooLarge())
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.once('end', () => resolve(Buffer.concat(chunks)))
+    req.once('error', reject)
+  })
+}
