@@ -52,6 +52,7 @@ export async function startProxy(
     hot: parts.hot,
     apiKey: readProxyApiKey(settings.proxy.apiKeyFile, env),
     logger: parts.logger,
+    hasRoutes: table.systems().length > 0,
   })
   const proxy = createGateProxy({
     table,
