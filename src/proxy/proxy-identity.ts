@@ -37,6 +37,8 @@ export function createProxyIdentity(deps: {
   apiKey: string | null
   logger: Logger
   retryMs?: number
+  /** Whether the route table enrols any system (a missing key only matters then). */
+  hasRoutes: boolean
 }) {
   let ref: KeyRef | null = null
   let timer: NodeJS.Timeout | undefined
@@ -52,7 +54,8 @@ export function createProxyIdentity(deps: {
     }
     if (!ref && !stopped) timer = setTimeout(() => void attempt(), deps.retryMs ?? 1000)
   }
-  if (!hash)
+  // Worth a warning only when there is something to gate.
+  if (!hash && deps.hasRoutes)
     deps.logger.warn(
       'no proxy API key configured (proxy.apiKeyFile or WRITEGATE_PROXY_API_KEY): gated writes are refused',
     )
