@@ -217,6 +217,25 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
+    /** Upstream calls of /v1/execute and approved agent actions (one keep-alive pool per enrolled origin). */
+    execute: z
+      .object({
+        connectTimeoutMs: z.coerce.number().int().min(100).max(120000).default(5000),
+        /** Time to the upstream's response headers. */
+        headersTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        /** Longest gap between two chunks of the upstream's response body. */
+        bodyTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        /** A larger upstream response is cut off and reported as an upstream error. */
+        maxResponseBytes: z.coerce
+          .number()
+          .int()
+          .min(1024)
+          .max(64 * 1024 * 1024)
+          .default(8 * 1024 * 1024),
+        connectionsPerOrigin: z.coerce.number().int().min(1).max(1024).default(32),
+      })
+      .strict()
+      .prefault({}),
     hotStore: z
       .object({
         /** How often the reconciler compares snapshot versions with Postgres. */

@@ -9,6 +9,7 @@ import {
 import type { Clock } from '../core/clock.js'
 import type { CheckService } from '../decision/check-service.js'
 import type { TokenService } from '../decision/token-service.js'
+import type { ExecuteService } from '../execute/execute-service.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { IssuanceService } from '../identity/issuance-service.js'
 import type { PrincipalService } from '../identity/principal-service.js'
@@ -22,6 +23,7 @@ import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
+import { executeRoutes } from './execute.js'
 import { installErrorHandling } from './http/errors.js'
 import { installJsonBodyParser } from './http/json-body.js'
 import { keysRoutes } from './keys.js'
@@ -52,6 +54,7 @@ export interface ControlServices {
   sandbox: SandboxService
   /** Receipts read side, stream, checkpoints, badge and manifests. */
   auditServices: AuditServices
+  execute: ExecuteService
 }
 
 export interface ControlAppOptions {
@@ -141,6 +144,8 @@ export async function buildControlApp(
     }),
   )
   await registerAuditRoutes(app, s.auditServices, s)
+
+  await app.register(executeRoutes({ execute: s.execute, auth: s.auth }))
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

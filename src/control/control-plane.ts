@@ -11,6 +11,8 @@ import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
 import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
 import { createCheckService } from '../decision/check-service.js'
 import { createTokenService } from '../decision/token-service.js'
+import { createExecuteService } from '../execute/execute-service.js'
+import { createUpstreamClient } from '../execute/upstream-client.js'
 import { createDecisionPipeline } from '../gate/decision-pipeline.js'
 import type { Gate } from '../gate/gate.js'
 import { publishingSink } from '../gate/publishing-sink.js'
@@ -185,6 +187,10 @@ export async function createControlPlane(
 
     const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
+    // One keep-alive pool per enrolled origin; credentials are read here, once.
+    const upstream = createUpstreamClient({ systems: systems.all(), settings: settings.execute })
+    cleanups.push(() => upstream.close())
+    const execute = createExecuteService({ sor, audit, gate, clock, keyring, systems, upstream, logger })
     const services = {
       auditServices: auditTrail.services,
       sor,
@@ -218,6 +224,7 @@ export async function createControlPlane(
       tokens: createTokenService({ keyring, clock, snapshots, sor }),
       sponsor: createSponsorService({ sor, audit, clock, decisionState }),
       sandbox: createSandboxService({ sor, clock }),
+      execute,
     }
     const readiness = async () => {
       await database.sql`select 1`

@@ -219,6 +219,20 @@ export const ERRORS = {
     "No receipt with this id in the tenant (another tenant's receipt included).",
   ),
   badgeNotFound: def('badge_not_found', 404, 'badge not found', 'The badge token is unknown or revoked.'),
+
+  // Gated execution and agent actions
+  unsafePath: def(
+    'unsafe_path',
+    400,
+    'unsafe upstream path',
+    'The path could be read as another path or host (dot or empty segments, encoded dots, slashes or backslashes, control bytes); it is refused, never normalised.',
+  ),
+  upstreamError: def(
+    'upstream_error',
+    502,
+    'upstream error',
+    'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened.',
+  ),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

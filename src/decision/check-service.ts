@@ -11,6 +11,7 @@ import { requestBinding } from '../core/lease-binding.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
 import { sha256Hex } from '../core/secret-hash.js'
 import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
+import { checkUpstreamPath } from '../execute/upstream-url.js'
 import type { Gate } from '../gate/gate.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Keyring } from '../security/keyring.js'
@@ -83,6 +84,9 @@ export function createCheckService(deps: CheckDeps): CheckService {
             { issues: [{ path: 'request.path', message: 'must begin with /v1/' }] },
             { message: 'invalid body: request.path: must begin with /v1/' },
           )
+        // No lease for a path /v1/execute would refuse to send (docs/execute.md "SSRF rules").
+        const verdict = checkUpstreamPath(request.path)
+        if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
       }
       const toolRef = body.tool ? stager.resolve(caller.tenantId, body.tool) : null
 

@@ -1,0 +1,168 @@
+import { performance } from 'node:perf_hooks'
+import { Pool } from 'undici'
+import { type EnrolledSystem, readCredential } from '../config/systems.js'
+import { checkUpstreamPath } from './upstream-url.js'
+
+export interface UpstreamSettings {
+  connectTimeoutMs: number
+  headersTimeoutMs: number
+  bodyTimeoutMs: number
+  maxResponseBytes: number
+  connectionsPerOrigin: number
+}
+
+export interface UpstreamRequest {
+  method: string
+  /** Checked with checkUpstreamPath; the origin is always the system's. */
+  path: string
+  /** Exact bytes to send (the JCS of the bound body), or null for none. */
+  body: string | null
+  idempotencyKey: string | null
+}
+
+export type UpstreamFailure =
+  | 'connect_timeout'
+  | 'connect_failed'
+  | 'headers_timeout'
+  | 'body_timeout'
+  | 'response_too_large'
+  | 'request_failed'
+
+export type UpstreamOutcome =
+  | {
+      kind: 'response'
+      status: number
+      contentType: string | null
+      /** A redirect's target, reported as-is (never followed). */
+      location: string | null
+      body: Buffer
+      latencyMs: number
+    }
+  | {
+      kind: 'failed'
+      failure: UpstreamFailure
+      /** False when no byte of the request can have reached the upstream (it never connected). */
+      sent: boolean
+      /** Set when the status line arrived before the failure (a body cut off, say). */
+      status: number | null
+      latencyMs: number
+    }
+
+export interface UpstreamClient {
+  /** Sends one request to the enrolled system's fixed origin, with its injected credential. */
+  send(system: EnrolledSystem, req: UpstreamRequest): Promise<UpstreamOutcome>
+  close(): Promise<void>
+}
+
+const USER_AGENT = 'writegate'
+
+function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
+  const code = (err as { code?: string }).code
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return { failure: 'connect_timeout', sent: false }
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return { failure: 'connect_failed', sent: false }
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return { failure: 'headers_timeout', sent: true }
+    case 'UND_ERR_BODY_TIMEOUT':
+      return { failure: 'body_timeout', sent: true }
+    default:
+      return { failure: 'request_failed', sent: true }
+  }
+}
+
+/**
+ * One keep-alive undici Pool per enrolled origin, built at start-up for the control plane's
+ * systems (those that name a tenant), with each system's credential read once. Nothing from
+ * the caller becomes a header: the upstream sees content-type, idempotency-key, the injected
+ * credential and a user agent. Redirects are returned, never followed.
+ */
+export function createUpstreamClient(deps: {
+  systems: readonly EnrolledSystem[]
+  settings: UpstreamSettings
+  env?: NodeJS.ProcessEnv
+}): UpstreamClient {
+  const { settings } = deps
+  const pools = new Map<string, Pool>()
+  const credentials = new Map<string, { header: string; value: string }>()
+  for (const system of deps.systems) {
+    if (!system.tenantId) continue
+    const origin = new URL(system.upstream).origin
+    if (!pools.has(origin)) {
+      pools.set(
+        origin,
+        new Pool(origin, {
+          connections: settings.connectionsPerOrigin,
+          connect: { timeout: settings.connectTimeoutMs },
+          headersTimeout: settings.headersTimeoutMs,
+          bodyTimeout: settings.bodyTimeoutMs,
+        }),
+      )
+    }
+    if (system.credential)
+      credentials.set(system.systemId, {
+        header: system.credential.header.toLowerCase(),
+        value: readCredential(system.credential, deps.env),
+      })
+  }
+
+  return {
+    async send(system, req) {
+      const pool = pools.get(new URL(system.upstream).origin)
+      if (!pool) throw new Error(`no upstream pool for ${system.systemId}`)
+      // The callers have checked the path already; this is the last line before the socket.
+      const verdict = checkUpstreamPath(req.path)
+      if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)
+
+      const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*' }
+      if (req.body !== null) headers['content-type'] = 'application/json'
+      if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
+      const credential = credentials.get(system.systemId)
+      if (credential) headers[credential.header] = credential.value
+
+      const t0 = performance.now()
+      const elapsed = () => Math.round(performance.now() - t0)
+      let status: number | null = null
+      try {
+        const res = await pool.request({
+          method: req.method as 'POST',
+          path: req.path,
+          headers,
+          body: req.body,
+        })
+        status = res.statusCode
+        const chunks: Buffer[] = []
+        let size = 0
+        for await (const chunk of res.body) {
+          size += (chunk as Buffer).length
+          if (size > settings.maxResponseBytes) {
+            res.body.destroy()
+            return { kind: 'failed', failure: 'response_too_large', sent: true, status, latencyMs: elapsed() }
+          }
+          chunks.push(chunk as Buffer)
+        }
+        const one = (v: string | string[] | undefined) => (Array.isArray(v) ? (v[0] ?? null) : (v ?? null))
+        return {
+          kind: 'response',
+          status: res.statusCode,
+          contentType: one(res.headers['content-type']),
+          location: one(res.headers.location),
+          body: Buffer.concat(chunks),
+          latencyMs: elapsed(),
+        }
+      } catch (err) {
+        const { failure, sent } = failureOf(err)
+        return { kind: 'failed', failure, sent, status, latencyMs: elapsed() }
+      }
+    },
+
+    async close() {
+      await Promise.all([...pools.values()].map((p) => p.close()))
+    },
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Where an execute or an approved action may send its request: the enrolled system's fixed
+ * origin (the upstream client's pool is bound to it), plus a path that is checked and never
+ * normalised. Anything a server or proxy on the
+ * way could read as another host or another path (dot segments, encoded slashes, dots or
+ * backslashes, empty segments, control bytes) is refused, so the path the lease was bound to
+ * is exactly the path the upstream routes.
+ */
+
+export const EXECUTE_PATH_PREFIX = '/v1/'
+
+/** RFC 3986 pchar without `%` (checked separately), plus `/`; and the query adds `?`. */
+const PATH_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/
+const QUERY_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*$/
+
+/** Percent-encoded bytes that would change how the path is routed once decoded. */
+const UNSAFE_ENCODED = new Set(['2e', '2f', '5c', '25', '7f'])
+
+export const MAX_PATH_LENGTH = 4096
+
+export type PathVerdict = { ok: true } | { ok: false; problem: string }
+
+/** In the path every encoded delimiter is refused; in the query (never routed) only control bytes. */
+function encodedProblem(part: string, inPath: boolean): string | null {
+  for (let i = part.indexOf('%'); i !== -1; i = part.indexOf('%', i + 1)) {
+    const hex = part.slice(i + 1, i + 3)
+    if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return 'a % that is not followed by two hex digits'
+    const lower = hex.toLowerCase()
+    if ((inPath && UNSAFE_ENCODED.has(lower)) || lower === '7f' || Number.parseInt(hex, 16) < 0x20)
+      return `an encoded %${hex.toUpperCase()} (dot, slash, backslash, percent or a control byte)`
+  }
+  return null
+}
+
+/**
+ * Checks an upstream path (with an optional query): it must begin with `/v1/`, use only URL
+ * path characters, and hold no dot segment, empty segment (except a trailing slash) or
+ * encoded byte that decodes to a delimiter.
+ */
+export function checkUpstreamPath(path: string): PathVerdict {
+  const bad = (problem: string): PathVerdict => ({ ok: false, problem })
+  if (typeof path !== 'string' || path.length === 0) return bad('the path is empty')
+  if (path.length > MAX_PATH_LENGTH) return bad(`the path is longer than ${MAX_PATH_LENGTH} characters`)
+  if (!path.startsWith(EXECUTE_PATH_PREFIX)) return bad('the path must begin with /v1/')
+  const q = path.indexOf('?')
+  const pathPart = q === -1 ? path : path.slice(0, q)
+  const query = q === -1 ? null : path.slice(q + 1)
+  if (path.includes('\\')) return bad('a backslash')
+  if (path.includes('#')) return bad('a fragment (#)')
+  if (!PATH_CHARS.test(pathPart)) return bad('a character that is not allowed in a URL path')
+  if (query !== null && !QUERY_CHARS.test(query)) return bad('a character that is not allowed in a URL query')
+  const segments = pathPart.split('/').slice(1)
+  for (let i = 0; i < segments.length; i++) {
+    const seg = segments[i] as string
+    if (seg === '.' || seg === '..') return bad('a dot segment (. or ..)')
+    if (seg === '' && i !== segments.length - 1) return bad('an empty segment (//)')
+  }
+  const encoded = encodedProblem(pathPart, true) ?? (query === null ? null : encodedProblem(query, false))
+  if (encoded) return bad(encoded)
+  // Last guard: a URL parser must read back the very same path on some origin.
+  const url = new URL(`http://upstream.invalid${path}`)
+  if (url.host !== 'upstream.invalid' || `${url.pathname}${url.search}` !== path)
+    return bad('it does not survive URL parsing unchanged')
+  return { ok: true }
+}
+
+export type FilledPath = { ok: true; path: string; used: Set<string> } | { ok: false; problem: string }
+
+/**
+ * Fills `{name}` placeholders from params, each value URL-encoded as exactly one segment.
+ * Values must be strings or numbers; one that could not stand as a segment on its own
+ * (empty, `.`, `..`, or holding `/`, `\` or `%`) is refused rather than escaped twice.
+ */
+export function fillPathTemplate(template: string, params: Record<string, unknown>): FilledPath {
+  const used = new Set<string>()
+  let problem: string | null = null
+  const path = template.replace(/\{([A-Za-z0-9_.-]+)\}/g, (_m, name: string) => {
+    const v = params[name]
+    used.add(name)
+    if (typeof v !== 'string' && !(typeof v === 'number' && Number.isFinite(v))) {
+      problem ??= `path parameter ${name} must be a string or a number`
+      return ''
+    }
+    const s = String(v)
+    if (s === '' || s === '.' || s === '..' || /[/\\%]/.test(s)) {
+      problem ??= `path parameter ${name} cannot be used as a path segment`
+      return ''
+    }
+    return encodeURIComponent(s)
+  })
+  if (problem) return { ok: false, problem }
+  return { ok: true, path, used }
+}
