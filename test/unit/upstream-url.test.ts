@@ -1,0 +1,64 @@
+import t from 'tap'
+import { checkUpstreamPath, fillPathTemplate } from '../../src/execute/upstream-url.js'
+
+t.test('paths that route exactly as written are accepted', async (t) => {
+  for (const path of [
+    '/v1/refunds',
+    '/v1/refunds/',
+    '/v1/customers/cus_1/credits',
+    '/v1/@host.example/x',
+    '/v1/caf%C3%A9',
+    "/v1/a-b_c.d~e!$&'()*+,;=:@",
+    '/v1/refunds?limit=10&starting_after=re_1',
+    '/v1/refunds?next=http://other.example/x%2F..%2F',
+  ])
+    t.same(checkUpstreamPath(path), { ok: true }, path)
+})
+
+t.test('anything that could reach another path or host is refused, not normalised', async (t) => {
+  const cases: [string, RegExp][] = [
+    ['', /empty/],
+    ['/v2/refunds', /begin with \/v1\//],
+    ['http://evil.example/v1/x', /begin with \/v1\//],
+    ['//evil.example/v1/x', /begin with \/v1\//],
+    ['/v1\\..\\admin', /begin with \/v1\//],
+    ['/v1/a\\b', /backslash/],
+    ['/v1/../admin', /dot segment/],
+    ['/v1/a/..', /dot segment/],
+    ['/v1/./a', /dot segment/],
+    ['/v1//evil.example', /empty segment/],
+    ['/v1/%2e%2e/admin', /encoded %2E/],
+    ['/v1/..%2fadmin', /encoded %2F/],
+    ['/v1/%5c', /encoded %5C/],
+    ['/v1/%252e', /encoded %25/],
+    ['/v1/a%00', /encoded %00/],
+    ['/v1/a?x=%0d%0aHost:evil', /encoded %0D/],
+    ['/v1/%zz', /two hex digits/],
+    ['/v1/a b', /not allowed in a URL path/],
+    ['/v1/a#frag', /fragment/],
+    ['/v1/r\u00e9', /not allowed in a URL path/],
+    ['/v1/a?q=<x>', /not allowed in a URL query/],
+    ["/v1/a?q='", /URL parsing/],
+    [`/v1/${'a'.repeat(5000)}`, /longer than/],
+  ]
+  for (const [path, problem] of cases) {
+    const v = checkUpstreamPath(path)
+    t.equal(v.ok, false, JSON.stringify(path))
+    if (!v.ok) t.match(v.problem, problem)
+  }
+})
+
+t.test('path templates: each value is one encoded segment', async (t) => {
+  t.match(fillPathTemplate('/v1/refunds/{refund}/cancel', { refund: 're_1' }), {
+    ok: true,
+    path: '/v1/refunds/re_1/cancel',
+  })
+  t.match(fillPathTemplate('/v1/a/{x}/{n}', { x: 'é ?&', n: 42 }), {
+    ok: true,
+    path: '/v1/a/%C3%A9%20%3F%26/42',
+  })
+  const used = fillPathTemplate('/v1/a/{x}', { x: 'y', rest: 1 })
+  t.same(used.ok && [...used.used], ['x'])
+  for (const x of ['', '.', '..', 'a/b', 'a\\b', '50%', null, { a: 1 }, undefined])
+    t.equal(fillPathTemplate('/v1/a/{x}', { x }).ok, false, JSON.stringify(x))
+})
