@@ -33,7 +33,11 @@ export interface ActionStager {
     principalName: string | null
     keyId: string
     stateVersion: number
-    cause: { checkReceiptId: string } | { proxy: { method: string; path: string } }
+    cause:
+      | { checkReceiptId: string }
+      | { proxy: { method: string; path: string } }
+      /** An undo, staged by the approval of `actionId` whose write `executeReceiptId` authorised. */
+      | { revertOf: { actionId: string; executeReceiptId: string } }
   }): StagedAction
 }
 
@@ -85,6 +89,7 @@ export function createActionStager(deps: { systems: SystemsRegistry; clock: Cloc
         stagedReceiptId: receipt.receiptId,
         createdAt: at,
         expiresAt: at + ACTION_TTL_SECONDS,
+        revertOf: 'revertOf' in input.cause ? input.cause.revertOf.actionId : null,
       }
       return { action, receipt }
     },

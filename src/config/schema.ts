@@ -236,6 +236,18 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
+    /** Brute-force limits on TOTP and backup codes presented to approve agent actions. */
+    approvals: z
+      .object({
+        /** Code checks per action in `actionWindowSeconds`: five wrong codes lock the action for a minute. */
+        codeAttemptsPerAction: z.coerce.number().int().min(1).max(1000).default(5),
+        actionWindowSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+        /** Code checks per tenant (all its actions) in `tenantWindowSeconds`. */
+        codeAttemptsPerTenant: z.coerce.number().int().min(1).max(100000).default(30),
+        tenantWindowSeconds: z.coerce.number().int().min(1).max(86400).default(600),
+      })
+      .strict()
+      .prefault({}),
     hotStore: z
       .object({
         /** How often the reconciler compares snapshot versions with Postgres. */

@@ -6,6 +6,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod'
+import type { ApprovalService } from '../actions/approval-service.js'
 import type { Clock } from '../core/clock.js'
 import type { CheckService } from '../decision/check-service.js'
 import type { TokenService } from '../decision/token-service.js'
@@ -21,6 +22,7 @@ import type { SponsorService } from '../sponsor/sponsor-service.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import { actionsRoutes } from './actions.js'
 import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
 import { executeRoutes } from './execute.js'
@@ -55,6 +57,7 @@ export interface ControlServices {
   /** Receipts read side, stream, checkpoints, badge and manifests. */
   auditServices: AuditServices
   execute: ExecuteService
+  approvals: ApprovalService
 }
 
 export interface ControlAppOptions {
@@ -146,6 +149,7 @@ export async function buildControlApp(
   await registerAuditRoutes(app, s.auditServices, s)
 
   await app.register(executeRoutes({ execute: s.execute, auth: s.auth }))
+  await app.register(actionsRoutes({ approvals: s.approvals, auth: s.auth }))
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

@@ -3,6 +3,9 @@ import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import { createActionStager } from '../actions/action-stager.js'
+import { createApprovalLimiter } from '../actions/approval-limiter.js'
+import { createApprovalService } from '../actions/approval-service.js'
+import { createStepUpVerifier } from '../actions/step-up-verifier.js'
 import { type AuditTrail, createAuditTrail } from '../audit/audit-trail.js'
 import { persistDurable } from '../audit/persist-durable.js'
 import { createReceiptDrain, type ReceiptDrain } from '../audit/receipt-drain.js'
@@ -225,6 +228,20 @@ export async function createControlPlane(
       sponsor: createSponsorService({ sor, audit, clock, decisionState }),
       sandbox: createSandboxService({ sor, clock }),
       execute,
+      approvals: createApprovalService({
+        sor,
+        audit,
+        gate,
+        clock,
+        keyring,
+        systems,
+        stager,
+        execute,
+        verifier: createStepUpVerifier({ stores: sor.stores, keyring, clock }),
+        limiter: createApprovalLimiter({ store: rateLimits, clock, limits: settings.approvals }),
+        logger,
+        allowTtlSeconds: settings.tokens.allowTtlSeconds,
+      }),
     }
     const readiness = async () => {
       await database.sql`select 1`

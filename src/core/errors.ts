@@ -233,6 +233,30 @@ export const ERRORS = {
     'upstream error',
     'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened.',
   ),
+  actionNotFound: def(
+    'action_not_found',
+    404,
+    'action not found',
+    'No pending, unexpired agent action with this id in the tenant.',
+  ),
+  totpRequired: def(
+    'totp_required',
+    401,
+    'TOTP code required',
+    'The action needs step-up: send totpCode (an authenticator code or a backup code).',
+  ),
+  totpInvalid: def(
+    'totp_invalid',
+    401,
+    'TOTP code invalid',
+    'The code is wrong, outside its window, already used, or a used backup code.',
+  ),
+  approvalLocked: def(
+    'approval_locked',
+    429,
+    'too many code attempts',
+    'Too many codes were tried for this action or tenant; see Retry-After.',
+  ),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

@@ -110,6 +110,8 @@ export interface PendingAction {
   stagedReceiptId: string
   createdAt: number
   expiresAt: number
+  /** The action whose write this one undoes (staged by its approval); null or absent otherwise. */
+  revertOf?: string | null
 }
 
 export interface ActionStore {

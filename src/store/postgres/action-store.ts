@@ -15,6 +15,7 @@ interface ActionRow {
   staged_receipt_id: string
   created_at: number
   expires_at: number
+  revert_of: string | null
 }
 
 const toAction = (r: ActionRow): PendingAction => ({
@@ -31,23 +32,24 @@ const toAction = (r: ActionRow): PendingAction => ({
   stagedReceiptId: r.staged_receipt_id,
   createdAt: Number(r.created_at),
   expiresAt: Number(r.expires_at),
+  revertOf: r.revert_of,
 })
 
 export function createActionStore(sql: SqlHandle): ActionStore {
   return {
     async insert(a) {
       await sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target, environment,
-                                             principal_id, key_id, staged_receipt_id, created_at, expires_at)
+                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of)
                 values (${a.actionId}, ${a.tenantId}, ${a.systemId}, ${a.tool}, ${sql.json(a.params as never)}, ${a.verb},
                         ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
-                        ${a.createdAt}, ${a.expiresAt})`
+                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null})`
     },
     async insertIfAbsent(a) {
       await sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target, environment,
-                                             principal_id, key_id, staged_receipt_id, created_at, expires_at)
+                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of)
                 values (${a.actionId}, ${a.tenantId}, ${a.systemId}, ${a.tool}, ${sql.json(a.params as never)}, ${a.verb},
                         ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
-                        ${a.createdAt}, ${a.expiresAt})
+                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null})
                 on conflict (id) do nothing`
     },
     async get(tenantId, actionId) {

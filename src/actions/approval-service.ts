@@ -1,0 +1,482 @@
+import type { AuditLog } from '../audit/audit-log.js'
+import { signAllowToken } from '../core/allow-token.js'
+import type { Clock } from '../core/clock.js'
+import { nowSeconds } from '../core/clock.js'
+import { ERRORS, fail } from '../core/errors.js'
+import type { Outcome } from '../core/evaluate.js'
+import { newId } from '../core/ids.js'
+import { requestBinding } from '../core/lease-binding.js'
+import { draft, type Receipt } from '../core/receipt.js'
+import { isEnvironment } from '../core/verbs.js'
+import type { ExecuteResult, ExecuteService } from '../execute/execute-service.js'
+import type { Gate, GateRequest, GateResult } from '../gate/gate.js'
+import type { KeyCaller } from '../identity/caller.js'
+import type { Logger } from '../observability/logger.js'
+import type { Keyring } from '../security/keyring.js'
+import type { PendingAction, SystemOfRecord } from '../store/ports/index.js'
+import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
+import { ACTION_TTL_SECONDS, type ActionStager } from './action-stager.js'
+import type { ApprovalLimiter } from './approval-limiter.js'
+import { fillText } from './param-template.js'
+import { planRevert } from './revert-plan.js'
+import type { StepUpVerifier, Verification } from './step-up-verifier.js'
+import { type ToolRequest, toolRequest } from './tool-request.js'
+
+export interface ApprovalInput {
+  totpCode?: string | undefined
+  params?: Record<string, unknown> | undefined
+}
+
+/** The receipt an approval answers with (docs/execute.md "Approval response"). */
+export interface ApprovalReceipt {
+  receiptId: string
+  seq: number
+  kind: string
+  decision: string | null
+  createdAt: number
+  hash: string
+  /** The EXECUTE receipt that authorised (or refused) the write. */
+  executeReceiptId: string | null
+  /** The EXECUTE receipt of the upstream's outcome. */
+  outcomeReceiptId: string | null
+}
+
+export type ApprovalResult =
+  | {
+      ok: boolean
+      upstreamCalled: true
+      status: number
+      contentType: string | null
+      /** Parsed JSON when the upstream said JSON, else the text. */
+      body: unknown
+      latencyMs: number
+    }
+  | { ok: false; upstreamCalled: false; reason: string }
+  | {
+      ok: false
+      upstreamCalled: boolean
+      status: number | null
+      failure: string
+      timeout: boolean
+      latencyMs: number
+    }
+
+export interface ApprovalResponse {
+  type: 'executed' | 'denied' | 'upstream_error'
+  message: string
+  result: ApprovalResult
+  receipt: ApprovalReceipt
+  revertActionId: string | null
+  revertMessage: string | null
+}
+
+export interface PublicAction {
+  actionId: string
+  systemId: string
+  tool: string
+  verb: string
+  target: string | null
+  environment: string | null
+  params: Record<string, unknown>
+  principalId: string
+  keyId: string
+  stagedReceiptId: string
+  revertOf: string | null
+  createdAt: number
+  expiresAt: number
+}
+
+export interface ApprovalService {
+  list(caller: KeyCaller): Promise<PublicAction[]>
+  approve(caller: KeyCaller, actionId: string, input: ApprovalInput): Promise<ApprovalResponse>
+}
+
+const publicAction = (a: PendingAction): PublicAction => ({
+  actionId: a.actionId,
+  systemId: a.systemId,
+  tool: a.tool,
+  verb: a.verb,
+  target: a.target,
+  environment: a.environment,
+  params: a.params,
+  principalId: a.principalId,
+  keyId: a.keyId,
+  stagedReceiptId: a.stagedReceiptId,
+  revertOf: a.revertOf ?? null,
+  createdAt: a.createdAt,
+  expiresAt: a.expiresAt,
+})
+
+const summary = (
+  r: Receipt,
+  executeReceiptId: string | null,
+  outcomeReceiptId: string | null,
+): ApprovalReceipt => ({
+  receiptId: r.receiptId,
+  seq: r.seq,
+  kind: r.kind,
+  decision: r.decision,
+  createdAt: r.createdAt,
+  hash: r.hash,
+  executeReceiptId,
+  outcomeReceiptId,
+})
+
+function parseBody(contentType: string | null, body: Buffer): unknown {
+  const text = body.toString('utf8')
+  if (contentType && /\bjson\b/i.test(contentType)) {
+    try {
+      return JSON.parse(text)
+    } catch {
+      return text
+    }
+  }
+  return text
+}
+
+/** Keys a params edit may name: the schema's declared properties, when it declares any. */
+function unknownKeys(
+  ref: ToolRef,
+  staged: Record<string, unknown>,
+  edits: Record<string, unknown>,
+): string[] {
+  const props = (ref.tool.params as { properties?: unknown }).properties
+  if (!props || typeof props !== 'object') return []
+  return Object.keys(edits).filter((k) => !Object.hasOwn(props, k) && !Object.hasOwn(staged, k))
+}
+
+/**
+ * POST /v1/agent/actions/{id}/approve, in order: params edits (re-validated), the policy
+ * re-check through the gate (no quota), the TOTP or backup code when the re-check still says
+ * STEP_UP, a fresh ALLOW token for the write verified by the execute pipeline (standing of the
+ * action's key and the approver's, linearizable), and the write through the same upstream
+ * client as /v1/execute. The action is claimed (deleted) in the transaction that makes the
+ * write's receipts durable, so two concurrent approvals make one upstream call.
+ */
+export function createApprovalService(deps: {
+  sor: SystemOfRecord
+  audit: AuditLog
+  gate: Gate
+  clock: Clock
+  keyring: Keyring
+  systems: SystemsRegistry
+  stager: ActionStager
+  execute: ExecuteService
+  verifier: StepUpVerifier
+  limiter: ApprovalLimiter
+  logger: Logger
+  allowTtlSeconds: number
+}): ApprovalService {
+  const { sor, audit, gate, clock, keyring, systems, stager, execute, verifier, limiter, logger } = deps
+
+  async function live(tenantId: string, actionId: string): Promise<PendingAction> {
+    const action = await sor.stores.actions.get(tenantId, actionId)
+    if (!action || action.expiresAt <= nowSeconds(clock)) fail(ERRORS.actionNotFound, { actionId })
+    return action
+  }
+
+  /** Step 1: the params to write, with any edits merged and checked like a staged call. */
+  function finalParams(ref: ToolRef, action: PendingAction, edits: Record<string, unknown> | undefined) {
+    if (!edits) return action.params
+    const unknown = unknownKeys(ref, action.params, edits)
+    if (unknown.length > 0)
+      fail(ERRORS.invalidParams, {
+        tool: ref.tool.name,
+        issues: unknown.map((k) => ({ path: k, message: `unknown key ${k}` })),
+      })
+    const merged = { ...action.params, ...edits }
+    const v = ref.validate(merged)
+    if (!v.ok) fail(ERRORS.invalidParams, { tool: ref.tool.name, issues: v.issues })
+    return merged
+  }
+
+  async function denied(
+    caller: KeyCaller,
+    action: PendingAction,
+    request: ToolRequest,
+    outcome: Outcome,
+  ): Promise<ApprovalResponse> {
+    const d = draft({
+      receiptId: newId('receipt'),
+      tenantId: caller.tenantId,
+      kind: 'EXECUTE',
+      decision: 'DENY',
+      createdAt: nowSeconds(clock),
+      verb: outcome.verb,
+      requestedVerb: action.verb,
+      target: action.target,
+      environment: action.environment,
+      principalId: caller.principalId,
+      principalName: caller.principalName,
+      keyId: caller.keyId,
+      reason: outcome.reason,
+      policyVersion: outcome.policyVersion,
+      detail: {
+        phase: 'refused',
+        via: 'approval',
+        actionId: action.actionId,
+        systemId: action.systemId,
+        tool: action.tool,
+        method: request.method,
+        path: request.path,
+        agent: { keyId: action.keyId, principalId: action.principalId },
+        recheck: { decision: outcome.decision, mode: outcome.mode, provenance: outcome.provenance },
+        upstreamCalled: false,
+      },
+    })
+    let receipt: Receipt | undefined
+    try {
+      ;[receipt] = await audit.append([d])
+    } catch (err) {
+      logger.error({ err, tenantId: caller.tenantId }, 'approval: the refusal receipt could not be written')
+    }
+    // Nothing was written upstream either way; without the receipt, say the gate is unavailable.
+    if (!receipt) fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
+    return {
+      type: 'denied',
+      message: `Not executed: the policy re-check now decides DENY (${outcome.reason}). The action stays pending until it expires.`,
+      result: { ok: false, upstreamCalled: false, reason: outcome.reason },
+      receipt: summary(receipt, receipt.receiptId, null),
+      revertActionId: null,
+      revertMessage: null,
+    }
+  }
+
+  /** Stages the undo of a successful write; a failure to stage it never undoes the answer. */
+  async function stageRevert(
+    ref: ToolRef,
+    action: PendingAction,
+    params: Record<string, unknown>,
+    result: unknown,
+    outcome: Outcome,
+    executeReceiptId: string,
+  ): Promise<{ revertActionId: string | null; revertMessage: string | null }> {
+    const plan = planRevert(systems, ref, params, result)
+    if (plan.kind === 'none') return { revertActionId: null, revertMessage: null }
+    if (plan.kind === 'impossible')
+      return { revertActionId: null, revertMessage: `No undo was staged: ${plan.tool} ${plan.problem}.` }
+    const target = plan.ref.tool.target ? fillText(plan.ref.tool.target, { params: plan.params }) : null
+    const staged = stager.stage({
+      tenantId: action.tenantId,
+      ref: plan.ref,
+      params: plan.params,
+      verb: plan.ref.tool.verb,
+      target: target ?? action.target,
+      environment: action.environment,
+      principalId: action.principalId,
+      principalName: outcome.principalName,
+      keyId: action.keyId,
+      stateVersion: outcome.policyVersion,
+      cause: { revertOf: { actionId: action.actionId, executeReceiptId } },
+    })
+    try {
+      await sor.transaction(async (stores) => {
+        await stores.actions.insert(staged.action)
+        await audit.appendWith(stores, [staged.receipt])
+      })
+    } catch (err) {
+      logger.warn({ err, tenantId: action.tenantId, actionId: action.actionId }, 'approval: undo not staged')
+      return {
+        revertActionId: null,
+        revertMessage: `No undo was staged: ${plan.ref.tool.name} could not be saved.`,
+      }
+    }
+    return {
+      revertActionId: staged.action.actionId,
+      revertMessage: `To undo this write, approve action ${staged.action.actionId} (${plan.ref.tool.name}) within ${ACTION_TTL_SECONDS / 60} minutes.`,
+    }
+  }
+
+  return {
+    async list(caller) {
+      return (await sor.stores.actions.list(caller.tenantId, nowSeconds(clock))).map(publicAction)
+    },
+
+    async approve(caller, actionId, input) {
+      const action = await live(caller.tenantId, actionId)
+      const ref = systems.toolOf(caller.tenantId, action.systemId, action.tool)
+      if (!ref) fail(ERRORS.unknownTool, { tool: action.tool })
+
+      // 1. Edits, re-validated; the target follows the params when the tool templates it.
+      const params = finalParams(ref, action, input.params)
+      const target = (ref.tool.target ? fillText(ref.tool.target, { params }) : null) ?? action.target
+      const built = toolRequest(ref.tool, params)
+      if (!built.ok)
+        fail(ERRORS.invalidParams, { tool: ref.tool.name, issues: [{ path: '', message: built.problem }] })
+      const request: ToolRequest = { method: built.method, path: built.path, body: built.body }
+
+      // 2. The policy, again, for the agent's key: no quota is charged for a re-check.
+      const gateReq: GateRequest = {
+        tenantId: caller.tenantId,
+        keyId: action.keyId,
+        verb: action.verb,
+        target,
+        environment:
+          action.environment !== null && isEnvironment(action.environment) ? action.environment : null,
+        grantId: null,
+        systemId: action.systemId,
+        chargeQuota: false,
+      }
+      const decided: GateResult = await gate.decide(gateReq)
+      if (decided.kind === 'unknown_verb') fail(ERRORS.unknownVerb, { verbs: [decided.verb] })
+      if (decided.kind !== 'decided') fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
+      const { outcome } = decided
+      if (outcome.decision === 'DENY') return denied(caller, action, request, outcome)
+
+      let written = false
+      try {
+        // 3. Step-up, only while the policy still asks for it.
+        let verification: Verification | 'none' = 'none'
+        if (outcome.decision === 'STEP_UP') {
+          const code = input.totpCode?.trim()
+          if (!code) fail(ERRORS.totpRequired, { actionId })
+          await limiter.reserve(caller.tenantId, actionId)
+          verification = await verifier.verify(caller.tenantId, code)
+        }
+
+        // 4. A fresh ALLOW token for exactly this write, verified by the execute pipeline.
+        const at = nowSeconds(clock)
+        const token = signAllowToken(keyring.tokenSigning, {
+          v: 1,
+          tid: caller.tenantId,
+          kid: action.keyId,
+          pid: action.principalId,
+          verb: outcome.verb,
+          tgt: target,
+          env: action.environment,
+          iat: at,
+          exp: at + deps.allowTtlSeconds,
+          jti: newId('lease'),
+          bind: {
+            sys: action.systemId,
+            h: requestBinding(request.method, request.path, request.body),
+          },
+        })
+        const approved = draft({
+          receiptId: newId('receipt'),
+          tenantId: caller.tenantId,
+          kind: 'ACTION_APPROVED',
+          createdAt: at,
+          verb: outcome.verb,
+          requestedVerb: action.verb,
+          target,
+          environment: action.environment,
+          principalId: caller.principalId,
+          principalName: caller.principalName,
+          keyId: caller.keyId,
+          reason: outcome.reason,
+          policyVersion: outcome.policyVersion,
+          detail: {
+            actionId,
+            systemId: action.systemId,
+            tool: action.tool,
+            params,
+            editedParams: Object.keys(input.params ?? {}),
+            stagedReceiptId: action.stagedReceiptId,
+            agent: { keyId: action.keyId, principalId: action.principalId },
+            recheck: {
+              decision: outcome.decision,
+              mode: outcome.mode,
+              provenance: outcome.provenance,
+              grantId: outcome.grantId,
+            },
+            verification,
+          },
+        })
+
+        // 5. The write: the action is claimed in the transaction that authorises it.
+        const result: ExecuteResult = await execute.execute(
+          caller,
+          {
+            systemId: action.systemId,
+            method: request.method,
+            path: request.path,
+            body: request.body,
+            idempotencyKey: actionId,
+            token,
+          },
+          {
+            detail: { actionId },
+            claim: async (stores) => {
+              if (!(await stores.actions.remove(caller.tenantId, actionId)))
+                fail(ERRORS.actionNotFound, { actionId })
+              if (outcome.grantId)
+                await stores.grants.markConsumed(caller.tenantId, outcome.grantId, at, approved.receiptId)
+              return [approved]
+            },
+          },
+        )
+
+        if (result.kind === 'refused')
+          return {
+            type: 'denied',
+            message: `Not executed: ${result.reason}. The action stays pending until it expires.`,
+            result: { ok: false, upstreamCalled: false, reason: result.reason },
+            receipt: summary(result.receipt, result.receipt.receiptId, null),
+            revertActionId: null,
+            revertMessage: null,
+          }
+        written = true
+        const approvedReceipt =
+          result.claimed.find((r) => r.receiptId === approved.receiptId) ?? result.authorized
+        const receipt = summary(
+          approvedReceipt,
+          result.authorized.receiptId,
+          result.outcome?.receiptId ?? null,
+        )
+
+        if (result.kind === 'upstream_error') {
+          // The write's fate is unknown: put the action back, so a retry (same Idempotency-Key) is possible.
+          await sor.stores.actions
+            .insert(action)
+            .catch((err) =>
+              logger.warn({ err, tenantId: caller.tenantId, actionId }, 'approval: action not restored'),
+            )
+          const u = result.upstream
+          const failure = u.kind === 'failed' ? u.failure : 'upstream_5xx'
+          return {
+            type: 'upstream_error',
+            message: `The upstream failed (${failure}${u.status !== null ? `, status ${u.status}` : ''}); the write may or may not have happened. The action is pending again: approving it again retries with the same Idempotency-Key.`,
+            result: {
+              ok: false,
+              upstreamCalled: u.kind === 'failed' ? u.sent : true,
+              status: u.status,
+              failure,
+              timeout: u.kind === 'failed' && u.failure.endsWith('_timeout'),
+              latencyMs: u.latencyMs,
+            },
+            receipt,
+            revertActionId: null,
+            revertMessage: null,
+          }
+        }
+
+        const u = result.upstream
+        const ok = u.status >= 200 && u.status < 300
+        const body = parseBody(u.contentType, u.body)
+        const revert = ok
+          ? await stageRevert(ref, action, params, body, outcome, result.authorized.receiptId)
+          : { revertActionId: null, revertMessage: null }
+        return {
+          type: 'executed',
+          message: ok
+            ? `Approved: ${action.tool} ran on ${action.systemId} (status ${u.status}).`
+            : `Approved and sent: ${action.tool} on ${action.systemId} was answered with status ${u.status}.`,
+          result: {
+            ok,
+            upstreamCalled: true,
+            status: u.status,
+            contentType: u.contentType,
+            body,
+            latencyMs: u.latencyMs,
+          },
+          receipt,
+          ...revert,
+        }
+      } finally {
+        // A grant the re-check consumed goes back unless the write it allowed went out.
+        if (!written && outcome.grantId) await gate.release(gateReq, decided).catch(() => {})
+      }
+    },
+  }
+}

@@ -1,0 +1,118 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import { z } from 'zod'
+import type { ApprovalService } from '../actions/approval-service.js'
+import { ERRORS } from '../core/errors.js'
+import type { Authenticator } from '../identity/authenticator.js'
+import { keyCaller, requireKey } from './http/auth.js'
+
+const action = z.object({
+  actionId: z.string(),
+  systemId: z.string(),
+  tool: z.string(),
+  verb: z.string(),
+  target: z.string().nullable(),
+  environment: z.string().nullable(),
+  params: z.record(z.string(), z.unknown()),
+  principalId: z.string(),
+  keyId: z.string(),
+  stagedReceiptId: z.string(),
+  revertOf: z.string().nullable().describe('The action whose write this one undoes'),
+  createdAt: z.number().int(),
+  expiresAt: z.number().int(),
+})
+
+const receipt = z
+  .object({
+    receiptId: z.string(),
+    seq: z.number().int(),
+    kind: z.string(),
+    decision: z.string().nullable(),
+    createdAt: z.number().int(),
+    hash: z.string(),
+    executeReceiptId: z.string().nullable(),
+    outcomeReceiptId: z.string().nullable(),
+  })
+  .describe('ACTION_APPROVED when the write went out; the refusing EXECUTE receipt when it did not')
+
+const result = z
+  .object({
+    ok: z.boolean(),
+    upstreamCalled: z.boolean(),
+    reason: z.string().optional(),
+    status: z.number().int().nullable().optional(),
+    contentType: z.string().nullable().optional(),
+    body: z.unknown().optional(),
+    failure: z.string().optional(),
+    timeout: z.boolean().optional(),
+    latencyMs: z.number().int().optional(),
+  })
+  .describe('executed: status, contentType, body; denied: reason; upstream_error: status, failure, timeout')
+
+const approvalResponse = z.object({
+  type: z.enum(['executed', 'denied', 'upstream_error']),
+  message: z.string(),
+  result,
+  receipt,
+  revertActionId: z.string().nullable(),
+  revertMessage: z.string().nullable(),
+})
+
+const idParams = z.object({ actionId: z.string().min(1).max(128) })
+
+export function actionsRoutes(deps: {
+  approvals: ApprovalService
+  auth: Authenticator
+}): FastifyPluginAsyncZod {
+  return async (app) => {
+    // Admin keys only: an agent must never approve (or even list) its own pending writes.
+    const admin = requireKey(deps.auth, { scope: 'admin' })
+
+    app.get(
+      '/v1/agent/actions',
+      {
+        schema: {
+          summary: 'List the tenant’s pending, unexpired agent actions, oldest first',
+          response: { 200: z.object({ tenantId: z.string(), actions: z.array(action) }) },
+        },
+        preHandler: admin,
+      },
+      async (req) => {
+        const caller = keyCaller(req)
+        return { tenantId: caller.tenantId, actions: await deps.approvals.list(caller) }
+      },
+    )
+
+    app.post(
+      '/v1/agent/actions/:actionId/approve',
+      {
+        schema: {
+          summary: 'Approve a pending agent action: re-check, TOTP when step-up is required, then write',
+          description:
+            'Body: totpCode (authenticator or backup code; required while the re-check says STEP_UP) and params (edits merged over the staged params, re-validated). 200 executed or denied; 401 totp_required / totp_invalid; 404 action_not_found; 429 approval_locked; 502 upstream_error (the action is pending again). See docs/execute.md.',
+          params: idParams,
+          body: z
+            .object({
+              totpCode: z.string().max(64).optional(),
+              params: z.record(z.string(), z.unknown()).optional(),
+            })
+            .strict()
+            .nullish(),
+          response: {
+            200: approvalResponse,
+            502: approvalResponse.extend({ error: z.string(), code: z.literal(ERRORS.upstreamError.code) }),
+          },
+        },
+        preHandler: admin,
+      },
+      async (req, reply) => {
+        const out = await deps.approvals.approve(keyCaller(req), req.params.actionId, req.body ?? {})
+        if (out.type === 'upstream_error')
+          // Not our error (no error log): the upstream failed after the write was authorised.
+          return reply
+            .code(502)
+            .send({ error: ERRORS.upstreamError.message, code: ERRORS.upstreamError.code, ...out })
+        return reply.code(200).send(out)
+      },
+    )
+  }
+}

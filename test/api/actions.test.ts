@@ -1,0 +1,499 @@
+import { generate } from 'otplib'
+import t, { type Test } from 'tap'
+import type { ManualClock } from '../../src/core/clock.js'
+import { canonicalJson } from '../../src/core/jcs.js'
+import type { DatabaseKind } from '../../src/store/postgres/connect.js'
+import { API_BACKENDS } from '../helpers/backends.js'
+import { type StartOptions, startWithTenantSystems } from '../helpers/control-plane.js'
+import { billingSystems, CREDENTIAL_SECRET, startRecordingServer } from '../helpers/enrolled-systems.js'
+
+const REFUND = { charge: 'ch_1', amount: 500 }
+
+async function setup(t: Test, kind: DatabaseKind = 'pglite-memory', opts: StartOptions = {}) {
+  const upstream = await startRecordingServer(t)
+  const started = await startWithTenantSystems(
+    t,
+    kind,
+    (tenantId) => billingSystems(tenantId, upstream.origin),
+    opts,
+  )
+  const { api, cp, tenant } = started
+  const clock = started.clock as ManualClock
+  const admin = tenant.apiKey
+  const agentKey = await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })
+  const agent = agentKey.body.apiKey as string
+  const seconds = () => Math.floor(clock.nowMs() / 1000)
+  /** The tenant's authenticator code `offset` seconds from now. */
+  const code = (offset = 0) => generate({ secret: tenant.totp.secret, epoch: seconds() + offset })
+  /** The agent asks for a refund; the default policy says STEP_UP, so the call is staged. */
+  const stage = async (params: Record<string, unknown> = REFUND, tool = 'issue_refund') => {
+    const r = await api.post(
+      '/v1/check',
+      { verb: 'refund', target: String(params.charge ?? ''), tool: { name: tool, params } },
+      { bearer: agent },
+    )
+    if (!r.body.actionId) throw new Error(`not staged: ${JSON.stringify(r.body)}`)
+    return r.body.actionId as string
+  }
+  const approve = (actionId: string, body?: Record<string, unknown>, bearer = admin) =>
+    api.post(`/v1/agent/actions/${actionId}/approve`, body, { bearer })
+  const list = async () =>
+    (await api.get('/v1/agent/actions', { bearer: admin })).body.actions as { actionId: string }[]
+  const receipts = async () =>
+    (
+      await cp.database.sql<
+        { body: string }[]
+      >`select body from receipts where tenant_id = ${tenant.tenantId} order by seq`
+    ).map((r) => JSON.parse(r.body))
+  return {
+    ...started,
+    clock,
+    upstream,
+    admin,
+    agent,
+    agentKeyId: agentKey.body.keyId as string,
+    code,
+    stage,
+    approve,
+    list,
+    receipts,
+  }
+}
+
+t.test(
+  'listing: admin keys see pending, unexpired actions; agent keys may not list or approve',
+  async (t) => {
+    const s = await setup(t)
+    const first = await s.stage()
+    s.clock.advance(1000)
+    const second = await s.stage({ charge: 'ch_2', amount: 7 })
+    const r = await s.api.get('/v1/agent/actions', { bearer: s.admin })
+    t.equal(r.status, 200)
+    t.equal(r.body.tenantId, s.tenant.tenantId)
+    t.same(
+      r.body.actions.map((a: { actionId: string }) => a.actionId),
+      [first, second],
+      'oldest first',
+    )
+    t.match(r.body.actions[0], {
+      systemId: 'sys_billing',
+      tool: 'issue_refund',
+      verb: 'refund',
+      target: 'ch_1',
+      params: REFUND,
+      keyId: s.agentKeyId,
+      stagedReceiptId: /^rcp_/,
+      revertOf: null,
+      expiresAt: Math.floor(s.clock.nowMs() / 1000) - 1 + 900,
+    })
+    t.notOk(JSON.stringify(r.body).includes(CREDENTIAL_SECRET), 'no credential in the listing')
+    const asAgent = await s.api.get('/v1/agent/actions', { bearer: s.agent })
+    t.same([asAgent.status, asAgent.body.code], [403, 'insufficient_scope'])
+    const agentApproves = await s.approve(first, { totpCode: await s.code() }, s.agent)
+    t.same([agentApproves.status, agentApproves.body.code], [403, 'insufficient_scope'])
+    t.equal((await s.approve(first, { totpCode: await s.code() }, s.tenant.sponsorToken)).status, 401)
+
+    const other = await s.api.newTenant()
+    t.same(
+      (await s.api.get('/v1/agent/actions', { bearer: other.apiKey })).body.actions,
+      [],
+      'tenant isolation',
+    )
+    const foreign = await s.approve(first, { totpCode: await s.code() }, other.apiKey)
+    t.same([foreign.status, foreign.body.code], [404, 'action_not_found'])
+
+    s.clock.advance(15 * 60 * 1000)
+    t.same(await s.list(), [], 'expired actions are not listed')
+    const expired = await s.approve(first, { totpCode: await s.code() })
+    t.same([expired.status, expired.body.code], [404, 'action_not_found'])
+    t.same((await s.approve('act_doesnotexist', {})).status, 404)
+    t.equal(s.upstream.requests.length, 0)
+  },
+)
+
+t.test('approving with a TOTP code: the write, its receipts, the action gone, the undo staged', async (t) => {
+  const s = await setup(t)
+  const actionId = await s.stage()
+  s.upstream.respond((_q, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"re_77","status":"succeeded"}')
+  })
+  const r = await s.approve(actionId, { totpCode: await s.code() })
+  t.equal(r.status, 200)
+  t.same(Object.keys(r.body).sort(), [
+    'message',
+    'receipt',
+    'result',
+    'revertActionId',
+    'revertMessage',
+    'type',
+  ])
+  t.match(r.body, {
+    type: 'executed',
+    message: /issue_refund/,
+    result: {
+      ok: true,
+      upstreamCalled: true,
+      status: 200,
+      contentType: 'application/json',
+      body: { id: 're_77', status: 'succeeded' },
+    },
+    receipt: {
+      receiptId: /^rcp_/,
+      kind: 'ACTION_APPROVED',
+      seq: Number,
+      hash: /^[0-9a-f]{64}$/,
+      executeReceiptId: /^rcp_/,
+      outcomeReceiptId: /^rcp_/,
+    },
+    revertActionId: /^act_/,
+    revertMessage: /approve action act_\w+ \(cancel_refund\)/,
+  })
+
+  t.equal(s.upstream.requests.length, 1)
+  const seen = s.upstream.requests[0]!
+  t.equal(seen.method, 'POST')
+  t.equal(seen.url, '/v1/refunds')
+  t.equal(seen.body, canonicalJson(REFUND))
+  t.equal(seen.headers.authorization, `Bearer ${CREDENTIAL_SECRET}`)
+  t.equal(seen.headers['idempotency-key'], actionId, 'the action id is the idempotency key')
+
+  const all = await s.receipts()
+  const tail = all.slice(-4)
+  t.same(
+    tail.map((x) => [x.kind, x.decision, x.detail.phase ?? null]),
+    [
+      ['ACTION_APPROVED', null, null],
+      ['EXECUTE', 'ALLOW', 'authorized'],
+      ['EXECUTE', null, 'completed'],
+      ['ACTION_STAGED', null, null],
+    ],
+  )
+  t.match(tail[0], {
+    receiptId: r.body.receipt.receiptId,
+    keyId: s.tenant.keyId,
+    target: 'ch_1',
+    detail: {
+      actionId,
+      tool: 'issue_refund',
+      params: REFUND,
+      verification: 'totp',
+      agent: { keyId: s.agentKeyId },
+      recheck: { decision: 'STEP_UP' },
+    },
+  })
+  t.match(tail[1], { receiptId: r.body.receipt.executeReceiptId, detail: { actionId, via: 'token' } })
+  t.match(tail[2], { receiptId: r.body.receipt.outcomeReceiptId, detail: { status: 200 } })
+  t.match(tail[3].detail, {
+    actionId: r.body.revertActionId,
+    tool: 'cancel_refund',
+    params: { refund: 're_77' },
+    revertOf: { actionId, executeReceiptId: r.body.receipt.executeReceiptId },
+  })
+
+  const again = await s.approve(actionId, { totpCode: await s.code(30) })
+  t.same([again.status, again.body.code], [404, 'action_not_found'], 'an approved action is gone')
+  const pending = await s.list()
+  t.same(
+    pending.map((a) => a.actionId),
+    [r.body.revertActionId],
+  )
+  t.match(pending[0], { revertOf: actionId, tool: 'cancel_refund', keyId: s.agentKeyId })
+
+  // The undo is an action like any other: approve it (with a fresh code) and it runs.
+  const undo = await s.approve(r.body.revertActionId, { totpCode: await s.code(30) })
+  t.match(undo.body, { type: 'executed', revertActionId: null, revertMessage: null })
+  t.equal(s.upstream.requests[1]?.url, '/v1/refunds/re_77/cancel')
+  t.equal(s.upstream.requests[1]?.body, '', 'no params left for the body')
+  t.equal(s.upstream.requests[1]?.headers['idempotency-key'], r.body.revertActionId)
+})
+
+t.test('TOTP: one step of drift either way, a code works once (RFC 6238)', async (t) => {
+  const s = await setup(t)
+  const ids = await Promise.all([1, 2, 3, 4].map((n) => s.stage({ charge: `ch_${n}`, amount: n })))
+  const invalid = async (id: string, totpCode: string, reason: string) => {
+    const r = await s.approve(id, { totpCode })
+    t.same([r.status, r.body.code, r.body.reason], [401, 'totp_invalid', reason], `${totpCode}: ${reason}`)
+  }
+  await invalid(ids[0]!, await s.code(-60), 'wrong_code')
+  await invalid(ids[0]!, await s.code(60), 'wrong_code')
+  const previous = await s.code(-30)
+  t.equal((await s.approve(ids[0]!, { totpCode: previous })).body.type, 'executed', 'the previous step')
+  await invalid(ids[1]!, previous, 'replayed')
+  t.equal((await s.approve(ids[1]!, { totpCode: await s.code() })).body.type, 'executed', 'the current step')
+  const next = await s.code(30)
+  t.equal((await s.approve(ids[2]!, { totpCode: next })).body.type, 'executed', 'the next step')
+  await invalid(ids[3]!, next, 'replayed')
+  await invalid(ids[3]!, await s.code(), 'replayed')
+  s.clock.advance(60_000)
+  t.equal((await s.approve(ids[3]!, { totpCode: await s.code() })).body.type, 'executed', 'a later step')
+  t.equal(s.upstream.requests.length, 4)
+})
+
+t.test('no code, a wrong code, a used backup code: 401 and nothing written', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  const before = (await s.receipts()).length
+  const none = await s.approve(id, {})
+  t.same([none.status, none.body.code], [401, 'totp_required'])
+  const empty = await s.approve(id, undefined)
+  t.same([empty.status, empty.body.code], [401, 'totp_required'], 'an empty body too')
+  const wrong = await s.approve(id, { totpCode: '000000' === (await s.code()) ? '111111' : '000000' })
+  t.same([wrong.status, wrong.body.code], [401, 'totp_invalid'])
+  const junk = await s.approve(id, { totpCode: 'letmein' })
+  t.same([junk.status, junk.body.code], [401, 'totp_invalid'])
+  t.equal((await s.receipts()).length, before, 'no receipt')
+  t.equal(s.upstream.requests.length, 0)
+
+  const backup = s.tenant.totp.backupCodes[3] as string
+  const ok = await s.approve(id, { totpCode: backup.toLowerCase() })
+  t.equal(ok.body.type, 'executed', 'a backup code works (case and dash do not matter)')
+  t.match(
+    (await s.receipts()).find((r) => r.kind === 'ACTION_APPROVED'),
+    {
+      detail: { verification: 'backup_code' },
+    },
+  )
+  const id2 = await s.stage()
+  const reused = await s.approve(id2, { totpCode: backup })
+  t.same([reused.status, reused.body.code], [401, 'totp_invalid'], 'once')
+  t.equal(s.upstream.requests.length, 1)
+})
+
+t.test('params edits are merged, re-validated, and the re-checked target follows them', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  for (const [what, params, path] of [
+    ['an unknown key', { currency: 'eur' }, 'currency'],
+    ['an invalid value', { amount: 0 }, 'amount'],
+    ['a value breaking the pattern', { charge: 'not-a-charge' }, 'charge'],
+  ] as const) {
+    const r = await s.approve(id, { totpCode: await s.code(), params })
+    t.same([r.status, r.body.code], [400, 'invalid_params'], what)
+    t.match(r.body.issues, [{ path }])
+  }
+  const strict = await s.approve(id, { totpCode: await s.code(), bogus: 1 })
+  t.same([strict.status, strict.body.code], [400, 'invalid_request'], 'the body is strict')
+  t.equal(s.upstream.requests.length, 0)
+
+  const r = await s.approve(id, { totpCode: await s.code(), params: { charge: 'ch_9', amount: 250 } })
+  t.equal(r.body.type, 'executed')
+  t.equal(s.upstream.requests[0]?.body, canonicalJson({ amount: 250, charge: 'ch_9' }))
+  t.match(
+    (await s.receipts()).find((x) => x.kind === 'ACTION_APPROVED'),
+    {
+      target: 'ch_9',
+      detail: { params: { charge: 'ch_9', amount: 250 }, editedParams: ['charge', 'amount'] },
+    },
+  )
+})
+
+t.test('the re-check decides: deny stops the write, allow needs no code, a grant is used', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  const id2 = await s.stage({ charge: 'ch_1', amount: 1 })
+
+  await s.api.put('/v1/policy', { refund: 'deny' }, { bearer: s.admin })
+  const denied = await s.approve(id, { totpCode: await s.code() })
+  t.equal(denied.status, 200)
+  t.match(denied.body, {
+    type: 'denied',
+    result: { ok: false, upstreamCalled: false, reason: 'policy_deny' },
+    receipt: { kind: 'EXECUTE', decision: 'DENY' },
+    revertActionId: null,
+    revertMessage: null,
+  })
+  t.match((await s.receipts()).at(-1), {
+    receiptId: denied.body.receipt.receiptId,
+    kind: 'EXECUTE',
+    decision: 'DENY',
+    reason: 'policy_deny',
+    detail: { phase: 'refused', via: 'approval', actionId: id, upstreamCalled: false },
+  })
+  t.ok(
+    (await s.list()).some((a) => a.actionId === id),
+    'the action stays pending',
+  )
+
+  await s.api.post('/v1/revoke', { all: true }, { bearer: s.tenant.sponsorToken })
+  await s.api.put('/v1/policy', { refund: 'step_up' }, { bearer: s.admin })
+  const killed = await s.approve(id, { totpCode: await s.code() })
+  t.match(killed.body, { type: 'denied', result: { reason: 'sponsor_revoked_tenant' } }, 'the kill switch')
+  await s.api.post('/v1/reinstate', { all: true }, { bearer: s.tenant.sponsorToken })
+  t.equal(s.upstream.requests.length, 0)
+
+  await s.api.put('/v1/policy', { refund: 'require_grant' }, { bearer: s.admin })
+  const noGrant = await s.approve(id, {})
+  t.match(noGrant.body, { type: 'denied', result: { reason: 'grant_required' } })
+  await s.api.post('/v1/grants', { verb: 'refund', target: 'ch_1' }, { bearer: s.tenant.sponsorToken })
+  const granted = await s.approve(id, {})
+  t.match(granted.body, { type: 'executed' }, 'a live grant allows it, with no code')
+  t.match(
+    (await s.receipts()).find((x) => x.kind === 'ACTION_APPROVED'),
+    {
+      detail: { verification: 'none', recheck: { decision: 'ALLOW', grantId: /^grt_/ } },
+    },
+  )
+
+  t.match(
+    (await s.approve(id2, {})).body,
+    { type: 'denied', result: { reason: 'grant_required' } },
+    'grant used',
+  )
+
+  await s.api.put('/v1/policy', { refund: 'allow' }, { bearer: s.admin })
+  const allowed = await s.approve(id2, {})
+  t.match(allowed.body, { type: 'executed' }, 'allow: no code needed')
+  t.equal(s.upstream.requests.length, 2)
+})
+
+t.test('the fresh token is verified right before the write: a revoked approver key is refused', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  // The agent's key is fine (the re-check says STEP_UP); the approving admin key is on the roster.
+  await s.api.post('/v1/revoke', { keyId: s.tenant.keyId }, { bearer: s.tenant.sponsorToken })
+  const r = await s.approve(id, { totpCode: await s.code() })
+  t.equal(r.status, 200)
+  t.match(r.body, { type: 'denied', result: { ok: false, upstreamCalled: false, reason: 'revoked' } })
+  t.match((await s.receipts()).at(-1), {
+    kind: 'EXECUTE',
+    decision: 'DENY',
+    reason: 'revoked',
+    detail: { via: 'token', actionId: id, barred: { keyId: s.tenant.keyId, reason: 'sponsor_revoked_key' } },
+  })
+  t.equal(s.upstream.requests.length, 0)
+  t.same(
+    (await s.list()).map((a) => a.actionId),
+    [id],
+    'still pending',
+  )
+})
+
+t.test('brute force: five wrong codes lock the action for a minute', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  const wrong = (await s.code()) === '123456' ? '654321' : '123456'
+  for (let i = 0; i < 5; i++) t.equal((await s.approve(id, { totpCode: wrong })).status, 401)
+  const locked = await s.approve(id, { totpCode: await s.code() })
+  t.same([locked.status, locked.body.code, locked.body.scope], [429, 'approval_locked', 'action'])
+  t.equal(locked.headers['retry-after'], '60', 'even the right code waits')
+  const other = await s.stage({ charge: 'ch_2', amount: 1 })
+  t.equal(
+    (await s.approve(other, { totpCode: await s.code() })).body.type,
+    'executed',
+    'other actions are not locked',
+  )
+  s.clock.advance(61_000)
+  t.equal(
+    (await s.approve(id, { totpCode: await s.code() })).body.type,
+    'executed',
+    'a minute later it works',
+  )
+  t.equal(s.upstream.requests.length, 2)
+})
+
+t.test('brute force: the tenant has its own bucket across actions', async (t) => {
+  const s = await setup(t, 'pglite-memory', { settings: { approvals: { codeAttemptsPerTenant: 3 } } })
+  const ids = await Promise.all([1, 2, 3, 4].map((n) => s.stage({ charge: `ch_${n}`, amount: n })))
+  for (const id of ids.slice(0, 3)) t.equal((await s.approve(id, { totpCode: 'AAAAA-AAAAA' })).status, 401)
+  const r = await s.approve(ids[3]!, { totpCode: await s.code() })
+  t.same([r.status, r.body.code, r.body.scope], [429, 'approval_locked', 'tenant'])
+  t.ok(Number(r.headers['retry-after']) > 0)
+  t.equal(s.upstream.requests.length, 0)
+})
+
+t.test('an upstream failure is 502; the action is pending again and a retry reuses its key', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  s.upstream.respond((_q, res) => {
+    res.writeHead(500, { 'content-type': 'text/plain' }).end('boom')
+  })
+  const r = await s.approve(id, { totpCode: await s.code() })
+  t.equal(r.status, 502)
+  t.match(r.body, {
+    error: 'upstream error',
+    code: 'upstream_error',
+    type: 'upstream_error',
+    message: /pending again/,
+    result: { ok: false, upstreamCalled: true, status: 500, failure: 'upstream_5xx', timeout: false },
+    receipt: { kind: 'ACTION_APPROVED', outcomeReceiptId: /^rcp_/ },
+    revertActionId: null,
+  })
+  t.same(
+    (await s.list()).map((a) => a.actionId),
+    [id],
+  )
+  s.upstream.respond((_q, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"re_2"}')
+  })
+  const retry = await s.approve(id, { totpCode: await s.code(30) })
+  t.equal(retry.body.type, 'executed')
+  t.same(
+    s.upstream.requests.map((x) => x.headers['idempotency-key']),
+    [id, id],
+  )
+})
+
+t.test('undo templates and tool paths', async (t) => {
+  const s = await setup(t)
+  t.test('an undo that cannot be built from the answer is reported, not staged', async (t) => {
+    s.upstream.respond((_q, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}')
+    })
+    const r = await s.approve(await s.stage(), { totpCode: await s.code() })
+    t.match(r.body, { type: 'executed', revertActionId: null, revertMessage: /result\.id is missing/ })
+    t.same(await s.list(), [])
+  })
+  t.test('a 4xx answer is reported as sent, with no undo', async (t) => {
+    s.clock.advance(30_000)
+    s.upstream.respond((_q, res) => {
+      res.writeHead(409, { 'content-type': 'application/json' }).end('{"error":"already refunded"}')
+    })
+    const r = await s.approve(await s.stage(), { totpCode: await s.code() })
+    t.match(r.body, {
+      type: 'executed',
+      result: { ok: false, status: 409, body: { error: 'already refunded' } },
+      revertActionId: null,
+      revertMessage: null,
+    })
+  })
+  t.test('path placeholders are one encoded segment; unsafe values are refused', async (t) => {
+    s.clock.advance(30_000)
+    s.upstream.respond((_q, res) => {
+      res.writeHead(204).end()
+    })
+    const r = await s.approve(await s.stage({ charge: 'ch é?', note: 'late' }, 'annotate'), {
+      totpCode: await s.code(),
+    })
+    t.match(r.body, { type: 'executed', result: { status: 204, body: '' }, revertActionId: null })
+    const last = s.upstream.requests.at(-1)!
+    t.same(
+      [last.method, last.url, last.body],
+      ['PATCH', '/v1/charges/ch%20%C3%A9%3F/notes', '{"note":"late"}'],
+    )
+    const count = s.upstream.requests.length
+    for (const charge of ['..', 'a/b', '50%']) {
+      const bad = await s.approve(await s.stage({ charge, note: 'x' }, 'annotate'), {
+        totpCode: await s.code(),
+      })
+      t.same([bad.status, bad.body.code], [400, 'invalid_params'], charge)
+    }
+    t.equal(s.upstream.requests.length, count)
+  })
+})
+
+for (const kind of API_BACKENDS) {
+  t.test(`concurrent approvals of one action make exactly one upstream call on ${kind}`, async (t) => {
+    const s = await setup(t, kind)
+    const id = await s.stage()
+    await s.api.put('/v1/policy', { refund: 'allow' }, { bearer: s.admin })
+    s.upstream.respond(async (_q, res) => {
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"re_1"}')
+    })
+    const results = await Promise.all(Array.from({ length: 10 }, () => s.approve(id, {})))
+    t.equal(results.filter((r) => r.status === 200 && r.body.type === 'executed').length, 1)
+    t.equal(results.filter((r) => r.status === 404).length, 9, 'the others find it gone')
+    t.equal(s.upstream.requests.length, 1)
+    t.equal((await s.receipts()).filter((r) => r.kind === 'ACTION_APPROVED').length, 1)
+  })
+}
