@@ -550,3 +550,29 @@ for (const kind of API_BACKENDS) {
     t.equal(receipts.filter((r) => r.decision === 'DENY').length, 19)
   })
 }
+
+t.test('the OpenAPI document describes execute and agent actions', async (t) => {
+  const s = await setup(t)
+  const doc = (await s.api.get('/v1/openapi.json')).body
+  const execute = doc.paths['/v1/execute'].post
+  t.same(Object.keys(execute.requestBody.content['application/json'].schema.properties).sort(), [
+    'body',
+    'idempotencyKey',
+    'leaseId',
+    'method',
+    'path',
+    'systemId',
+    'token',
+  ])
+  t.ok(execute.responses['200'] && execute.responses['502'])
+  t.ok(doc.paths['/v1/agent/actions'].get.responses['200'])
+  const approve = doc.paths['/v1/agent/actions/{actionId}/approve'].post
+  t.same(Object.keys(approve.responses['200'].content['application/json'].schema.properties).sort(), [
+    'message',
+    'receipt',
+    'result',
+    'revertActionId',
+    'revertMessage',
+    'type',
+  ])
+})
