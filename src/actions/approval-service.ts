@@ -5,7 +5,7 @@ import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
-import { requestBinding } from '../core/lease-binding.js'
+import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
 import { draft, type Receipt } from '../core/receipt.js'
 import { isEnvironment } from '../core/verbs.js'
 import type { ExecuteResult, ExecuteService } from '../execute/execute-service.js'
@@ -18,6 +18,7 @@ import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
 import { ACTION_TTL_SECONDS, type ActionStager } from './action-stager.js'
 import type { ApprovalLimiter } from './approval-limiter.js'
 import { fillText } from './param-template.js'
+import { HTTP_REPLAY_TOOL, replayRequest } from './replay-request.js'
 import { planRevert } from './revert-plan.js'
 import type { StepUpVerifier, Verification } from './step-up-verifier.js'
 import { type ToolRequest, toolRequest } from './tool-request.js'
@@ -134,6 +135,16 @@ function parseBody(contentType: string | null, body: Buffer): unknown {
   return text
 }
 
+/** The write an approval will make, and what its ACTION_APPROVED receipt says about it. */
+interface WritePlan {
+  /** The enrolled tool; null for a write the proxy staged (replayed byte for byte). */
+  ref: ToolRef | null
+  params: Record<string, unknown>
+  target: string | null
+  request: ToolRequest & { replay?: { bytes: Buffer; contentType: string | null } }
+  detail: Record<string, unknown>
+}
+
 /** Keys a params edit may name: the schema's declared properties, when it declares any. */
 function unknownKeys(
   ref: ToolRef,
@@ -190,10 +201,58 @@ export function createApprovalService(deps: {
     return merged
   }
 
+  /** Step 1 for both kinds of action: a tool call (editable) or a proxy-staged request (not). */
+  function plan(action: PendingAction, input: ApprovalInput): WritePlan {
+    if (action.tool === HTTP_REPLAY_TOOL) {
+      const issue = (message: string) =>
+        fail(ERRORS.invalidParams, { tool: action.tool, issues: [{ path: '', message }] })
+      if (input.params && Object.keys(input.params).length > 0)
+        issue('a request staged by the proxy is replayed as it was sent and cannot be edited')
+      const replay = replayRequest(action.params)
+      if (!replay.ok) return issue(replay.problem)
+      return {
+        ref: null,
+        params: action.params,
+        target: action.target,
+        request: {
+          method: replay.method,
+          path: replay.path,
+          body: undefined,
+          replay: { bytes: replay.bytes, contentType: replay.contentType },
+        },
+        // The audit log keeps the request's digest, never its body.
+        detail: {
+          request: {
+            method: replay.method,
+            path: replay.path,
+            contentType: replay.contentType,
+            bodySha256: action.params.bodySha256,
+            bodyBytes: replay.bytes.length,
+          },
+        },
+      }
+    }
+    const ref = systems.toolOf(action.tenantId, action.systemId, action.tool)
+    if (!ref) fail(ERRORS.unknownTool, { tool: action.tool })
+    const params = finalParams(ref, action, input.params)
+    const target = (ref.tool.target ? fillText(ref.tool.target, { params }) : null) ?? action.target
+    const built = toolRequest(ref.tool, params)
+    if (!built.ok)
+      fail(ERRORS.invalidParams, { tool: ref.tool.name, issues: [{ path: '', message: built.problem }] })
+    return {
+      ref,
+      params,
+      target,
+      request: { method: built.method, path: built.path, body: built.body },
+      detail: { params, editedParams: Object.keys(input.params ?? {}) },
+    }
+  }
+
   async function denied(
     caller: KeyCaller,
     action: PendingAction,
     request: ToolRequest,
+    target: string | null,
     outcome: Outcome,
   ): Promise<ApprovalResponse> {
     const d = draft({
@@ -204,7 +263,7 @@ export function createApprovalService(deps: {
       createdAt: nowSeconds(clock),
       verb: outcome.verb,
       requestedVerb: action.verb,
-      target: action.target,
+      target,
       environment: action.environment,
       principalId: caller.principalId,
       principalName: caller.principalName,
@@ -294,16 +353,8 @@ export function createApprovalService(deps: {
 
     async approve(caller, actionId, input) {
       const action = await live(caller.tenantId, actionId)
-      const ref = systems.toolOf(caller.tenantId, action.systemId, action.tool)
-      if (!ref) fail(ERRORS.unknownTool, { tool: action.tool })
-
       // 1. Edits, re-validated; the target follows the params when the tool templates it.
-      const params = finalParams(ref, action, input.params)
-      const target = (ref.tool.target ? fillText(ref.tool.target, { params }) : null) ?? action.target
-      const built = toolRequest(ref.tool, params)
-      if (!built.ok)
-        fail(ERRORS.invalidParams, { tool: ref.tool.name, issues: [{ path: '', message: built.problem }] })
-      const request: ToolRequest = { method: built.method, path: built.path, body: built.body }
+      const { ref, params, target, request, detail } = plan(action, input)
 
       // 2. The policy, again, for the agent's key: no quota is charged for a re-check.
       const gateReq: GateRequest = {
@@ -321,7 +372,7 @@ export function createApprovalService(deps: {
       if (decided.kind === 'unknown_verb') fail(ERRORS.unknownVerb, { verbs: [decided.verb] })
       if (decided.kind !== 'decided') fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
       const { outcome } = decided
-      if (outcome.decision === 'DENY') return denied(caller, action, request, outcome)
+      if (outcome.decision === 'DENY') return denied(caller, action, request, target, outcome)
 
       let written = false
       try {
@@ -349,7 +400,9 @@ export function createApprovalService(deps: {
           jti: newId('lease'),
           bind: {
             sys: action.systemId,
-            h: requestBinding(request.method, request.path, request.body),
+            h: request.replay
+              ? rawRequestBinding(request.method, request.path, request.replay.bytes)
+              : requestBinding(request.method, request.path, request.body),
           },
         })
         const approved = draft({
@@ -370,8 +423,7 @@ export function createApprovalService(deps: {
             actionId,
             systemId: action.systemId,
             tool: action.tool,
-            params,
-            editedParams: Object.keys(input.params ?? {}),
+            ...detail,
             stagedReceiptId: action.stagedReceiptId,
             agent: { keyId: action.keyId, principalId: action.principalId },
             recheck: {
@@ -392,6 +444,7 @@ export function createApprovalService(deps: {
             method: request.method,
             path: request.path,
             body: request.body,
+            replay: request.replay,
             idempotencyKey: actionId,
             token,
           },
@@ -454,9 +507,11 @@ export function createApprovalService(deps: {
         const u = result.upstream
         const ok = u.status >= 200 && u.status < 300
         const body = parseBody(u.contentType, u.body)
-        const revert = ok
-          ? await stageRevert(ref, action, params, body, outcome, result.authorized.receiptId)
-          : { revertActionId: null, revertMessage: null }
+        // Only a tool can name its undo; a replayed proxy write has none.
+        const revert =
+          ok && ref
+            ? await stageRevert(ref, action, params, body, outcome, result.authorized.receiptId)
+            : { revertActionId: null, revertMessage: null }
         return {
           type: 'executed',
           message: ok

@@ -10,3 +10,11 @@ export function requestBinding(method: string, path: string, body: unknown): str
   const canonical = body === undefined || body === null ? '' : canonicalJson(body)
   return sha256Hex(`${method}\n${path}\n${canonical}`)
 }
+
+/**
+ * The same binding over exact body bytes instead of JCS: a write the proxy staged is replayed
+ * on approval byte for byte, whatever its content type.
+ */
+export function rawRequestBinding(method: string, path: string, body: Uint8Array): string {
+  return sha256Hex(Buffer.concat([Buffer.from(`${method}\n${path}\n`), body]))
+}

@@ -6,7 +6,7 @@ import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail, WriteGateError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { canonicalJson } from '../core/jcs.js'
-import { requestBinding } from '../core/lease-binding.js'
+import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
 import { draft, type Receipt, type ReceiptDraft } from '../core/receipt.js'
 import { digestsEqual, sha256Hex } from '../core/secret-hash.js'
 import type { Gate, StandingResult } from '../gate/gate.js'
@@ -42,6 +42,11 @@ export interface ExecuteInput {
   idempotencyKey?: string | undefined
   leaseId?: string | undefined
   token?: string | undefined
+  /**
+   * Never from HTTP: the approval of a write the proxy staged replays its exact bytes (bound
+   * with rawRequestBinding), on the system's own path, which need not begin with /v1/.
+   */
+  replay?: { bytes: Buffer; contentType: string | null } | undefined
 }
 
 export type UpstreamResponse = Extract<UpstreamOutcome, { kind: 'response' }>
@@ -77,14 +82,15 @@ export interface ExecuteService {
   execute(caller: KeyCaller, input: ExecuteInput, extras?: ExecuteExtras): Promise<ExecuteResult>
 }
 
-/** A request that is well formed and may be sent: method, checked path and exact body bytes. */
+/** A request that is well formed and may be sent: method, checked path, exact body bytes and their binding. */
 interface Prepared {
   system: EnrolledSystem
   method: string
   path: string
-  body: Record<string, unknown> | undefined
-  bodyText: string | null
+  bytes: string | Buffer | null
+  contentType: string | null
   bodySha256: string | null
+  binding: string
 }
 
 /**
@@ -111,13 +117,13 @@ export function createExecuteService(deps: {
   function prepare(caller: KeyCaller, input: ExecuteInput): Prepared {
     const system = systems.system(caller.tenantId, input.systemId)
     if (!system) fail(ERRORS.unknownSystem, { systemId: input.systemId })
-    if (!input.path.startsWith(EXECUTE_PATH_PREFIX))
+    if (!input.replay && !input.path.startsWith(EXECUTE_PATH_PREFIX))
       fail(
         ERRORS.invalidRequest,
         { issues: [{ path: 'path', message: 'must begin with /v1/' }] },
         { message: 'invalid body: path: must begin with /v1/' },
       )
-    const verdict = checkUpstreamPath(input.path)
+    const verdict = checkUpstreamPath(input.path, input.replay ? '/' : EXECUTE_PATH_PREFIX)
     if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
     if ((input.leaseId === undefined) === (input.token === undefined))
       fail(
@@ -125,6 +131,18 @@ export function createExecuteService(deps: {
         { issues: [{ path: 'leaseId', message: 'send exactly one of leaseId or token' }] },
         { message: 'invalid body: send exactly one of leaseId or token' },
       )
+    if (input.replay) {
+      const { bytes, contentType } = input.replay
+      return {
+        system,
+        method: input.method,
+        path: input.path,
+        bytes: bytes.length > 0 ? bytes : null,
+        contentType,
+        bodySha256: sha256Hex(bytes),
+        binding: rawRequestBinding(input.method, input.path, bytes),
+      }
+    }
     let bodyText: string | null = null
     if (input.body !== undefined) {
       try {
@@ -139,9 +157,10 @@ export function createExecuteService(deps: {
       system,
       method: input.method,
       path: input.path,
-      body: input.body,
-      bodyText,
+      bytes: bodyText,
+      contentType: bodyText === null ? null : 'application/json',
       bodySha256: bodyText === null ? null : sha256Hex(bodyText),
+      binding: requestBinding(input.method, input.path, input.body),
     }
   }
 
@@ -240,8 +259,7 @@ export function createExecuteService(deps: {
       if (!lease) return refuse('lease_unknown', null)
       if (lease.usedAt !== null) return refuse('lease_used', lease)
       if (lease.expiresAt <= at) return refuse('lease_expired', lease)
-      const binding = requestBinding(req.method, req.path, req.body)
-      if (lease.systemId !== req.system.systemId || !digestsEqual(lease.binding, binding))
+      if (lease.systemId !== req.system.systemId || !digestsEqual(lease.binding, req.binding))
         return refuse('lease_mismatch', lease)
       if (!(UPSTREAM_METHODS as readonly string[]).includes(req.method))
         fail(
@@ -313,7 +331,8 @@ export function createExecuteService(deps: {
       const sent = await upstream.send(req.system, {
         method: req.method,
         path: req.path,
-        body: req.bodyText,
+        body: req.bytes,
+        contentType: req.contentType,
         idempotencyKey: input.idempotencyKey ?? null,
       })
       const failed = sent.kind === 'failed' || sent.status >= 500

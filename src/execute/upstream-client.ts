@@ -15,8 +15,10 @@ export interface UpstreamRequest {
   method: string
   /** Checked with checkUpstreamPath; the origin is always the system's. */
   path: string
-  /** Exact bytes to send (the JCS of the bound body), or null for none. */
-  body: string | null
+  /** Exact bytes to send (the JCS of the bound body, or a replayed body), or null for none. */
+  body: string | Buffer | null
+  /** Sent as content-type with a body; null sends none. */
+  contentType: string | null
   idempotencyKey: string | null
 }
 
@@ -116,11 +118,11 @@ export function createUpstreamClient(deps: {
       const pool = pools.get(new URL(system.upstream).origin)
       if (!pool) throw new Error(`no upstream pool for ${system.systemId}`)
       // The callers have checked the path already; this is the last line before the socket.
-      const verdict = checkUpstreamPath(req.path)
+      const verdict = checkUpstreamPath(req.path, '/')
       if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)
 
       const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*' }
-      if (req.body !== null) headers['content-type'] = 'application/json'
+      if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
       const credential = credentials.get(system.systemId)
       if (credential) headers[credential.header] = credential.value

@@ -33,15 +33,15 @@ function encodedProblem(part: string, inPath: boolean): string | null {
 }
 
 /**
- * Checks an upstream path (with an optional query): it must begin with `/v1/`, use only URL
- * path characters, and hold no dot segment, empty segment (except a trailing slash) or
- * encoded byte that decodes to a delimiter.
+ * Checks an upstream path (with an optional query): it must begin with `prefix` (`/v1/` for
+ * POST /v1/execute), use only URL path characters, and hold no dot segment, empty segment
+ * (except a trailing slash) or encoded byte that decodes to a delimiter.
  */
-export function checkUpstreamPath(path: string): PathVerdict {
+export function checkUpstreamPath(path: string, prefix: string = EXECUTE_PATH_PREFIX): PathVerdict {
   const bad = (problem: string): PathVerdict => ({ ok: false, problem })
   if (typeof path !== 'string' || path.length === 0) return bad('the path is empty')
   if (path.length > MAX_PATH_LENGTH) return bad(`the path is longer than ${MAX_PATH_LENGTH} characters`)
-  if (!path.startsWith(EXECUTE_PATH_PREFIX)) return bad('the path must begin with /v1/')
+  if (!path.startsWith(prefix)) return bad(`the path must begin with ${prefix}`)
   const q = path.indexOf('?')
   const pathPart = q === -1 ? path : path.slice(0, q)
   const query = q === -1 ? null : path.slice(q + 1)

@@ -6,6 +6,8 @@ import type { DatabaseKind } from '../../src/store/postgres/connect.js'
 import { API_BACKENDS } from '../helpers/backends.js'
 import { type StartOptions, startWithTenantSystems } from '../helpers/control-plane.js'
 import { billingSystems, CREDENTIAL_SECRET, startRecordingServer } from '../helpers/enrolled-systems.js'
+import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { billingSystems as proxySystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
 
 const REFUND = { charge: 'ch_1', amount: 500 }
 
@@ -497,3 +499,71 @@ for (const kind of API_BACKENDS) {
     t.equal((await s.receipts()).filter((r) => r.kind === 'ACTION_APPROVED').length, 1)
   })
 }
+
+t.test('a write the gate-proxy staged is replayed byte for byte on approval', async (t) => {
+  process.env.BILLING_TOKEN = 'proxy-upstream-secret'
+  const upstream = await startRecordingServer(t)
+  const { api, cp, tenant, clock } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) =>
+    proxySystems(upstream.origin, tenantId),
+  )
+  const agent = await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: tenant.apiKey })
+  const proxy = await startEmbeddedProxy(
+    t,
+    cp,
+    writeRoutesFile(proxySystems(upstream.origin, tenant.tenantId)),
+    {
+      WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
+      BILLING_TOKEN: 'proxy-upstream-secret',
+    },
+  )
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const code = (offset = 0) =>
+    generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) + offset })
+  const approve = (id: string, body: Record<string, unknown>) =>
+    api.post(`/v1/agent/actions/${id}/approve`, body, { bearer: tenant.apiKey })
+  // Not JCS: key order, spacing and the content type's parameters must survive as sent.
+  const sent = '{ "charge": "ch_1",  "amount": 500 }'
+  const stageViaProxy = async () => {
+    const r = await agentRequest(proxy.port, {
+      method: 'POST',
+      path: '/sys_billing/v1/refunds',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: sent,
+    })
+    t.equal(r.status, 428)
+    return r.json().actionId as string
+  }
+  const id = await stageViaProxy()
+  t.equal(upstream.requests.length, 0)
+
+  const edited = await approve(id, { totpCode: await code(), params: { amount: 1 } })
+  t.same([edited.status, edited.body.code], [400, 'invalid_params'], 'a proxied request cannot be edited')
+  const tampered = await stageViaProxy()
+  await cp.database.sql`update pending_actions
+    set params = jsonb_set(params, '{body}', to_jsonb(${Buffer.from('{"amount":99999}').toString('base64')}::text))
+    where id = ${tampered}`
+  const refused = await approve(tampered, { totpCode: await code() })
+  t.same([refused.status, refused.body.code], [400, 'invalid_params'])
+  t.match(refused.body.issues, [{ message: /does not match its recorded digest/ }])
+  t.equal(upstream.requests.length, 0)
+
+  const r = await approve(id, { totpCode: await code() })
+  t.equal(r.status, 200)
+  t.match(r.body, { type: 'executed', result: { status: 200 }, revertActionId: null, revertMessage: null })
+  t.equal(upstream.requests.length, 1)
+  const seen = upstream.requests[0]!
+  t.same([seen.method, seen.url, seen.body], ['POST', '/v1/refunds', sent])
+  t.equal(seen.headers['content-type'], 'application/json; charset=utf-8')
+  t.equal(seen.headers.authorization, 'Bearer proxy-upstream-secret')
+  t.equal(seen.headers['idempotency-key'], id)
+  const [approved] = (
+    await cp.database.sql<{ body: string }[]>`select body from receipts
+      where tenant_id = ${tenant.tenantId} and kind = 'ACTION_APPROVED'`
+  ).map((x) => JSON.parse(x.body))
+  t.match(approved.detail, {
+    actionId: id,
+    tool: '@http',
+    request: { method: 'POST', path: '/v1/refunds', bodyBytes: Buffer.byteLength(sent) },
+  })
+  t.notOk(JSON.stringify(approved).includes('ch_1'), 'the audit log keeps the digest, not the body')
+})

@@ -48,6 +48,13 @@ t.test('anything that could reach another path or host is refused, not normalise
   }
 })
 
+t.test('a replayed proxy write keeps its own path: the same rules without the /v1/ prefix', async (t) => {
+  t.same(checkUpstreamPath('/repos/acme/app/issues?state=open', '/'), { ok: true })
+  t.equal(checkUpstreamPath('/repos/acme/app/issues', '/v1/').ok, false)
+  t.equal(checkUpstreamPath('/repos/../admin', '/').ok, false)
+  t.equal(checkUpstreamPath('//evil.example/x', '/').ok, false)
+})
+
 t.test('path templates: each value is one encoded segment', async (t) => {
   t.match(fillPathTemplate('/v1/refunds/{refund}/cancel', { refund: 're_1' }), {
     ok: true,
