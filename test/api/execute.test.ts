@@ -576,3 +576,13 @@ t.test('the OpenAPI document describes execute and agent actions', async (t) => 
     'type',
   ])
 })
+
+t.test('a gated write counts once on the badge: its outcome receipt is not a second write', async (t) => {
+  const s = await setup(t)
+  const badge = (await s.api.post('/v1/badge/tokens', {}, { bearer: s.key })).body.badgeToken
+  const l = await s.lease(refundRequest)
+  t.equal((await s.execute({ ...refundRequest, leaseId: l.leaseId })).status, 200)
+  t.equal((await s.executeReceipts()).length, 2, 'authorising and outcome receipts')
+  const svg = await s.api.get(`/v1/badge/${badge}.svg`)
+  t.ok(String(svg.body).includes('>2 / 30d<'), 'the CHECK and one EXECUTE')
+})

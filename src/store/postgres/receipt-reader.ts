@@ -71,9 +71,11 @@ export function createReceiptReader(sql: SqlHandle): ReceiptReader {
       return { byDecision, truncated }
     },
     async gatedWrites(tenantId, since) {
+      // An execute's outcome receipt (decision null) records the same write as its authorising one.
       const [r] = await sql<{ n: number }[]>`
         select count(*) as n from receipts
-        where tenant_id = ${tenantId} and created_at >= ${since} and kind in ('CHECK', 'EXECUTE')`
+        where tenant_id = ${tenantId} and created_at >= ${since} and kind in ('CHECK', 'EXECUTE')
+          and decision is not null`
       return Number(r?.n ?? 0)
     },
   }
