@@ -334,6 +334,7 @@ export function createExecuteService(deps: {
         body: req.bytes,
         contentType: req.contentType,
         idempotencyKey: input.idempotencyKey ?? null,
+        receiptId: authorized.receiptId,
       })
       const failed = sent.kind === 'failed' || sent.status >= 500
       if (failed)

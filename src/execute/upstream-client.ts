@@ -20,6 +20,8 @@ export interface UpstreamRequest {
   /** Sent as content-type with a body; null sends none. */
   contentType: string | null
   idempotencyKey: string | null
+  /** The EXECUTE receipt that authorised this write, so the upstream can log or reconcile it (as the proxy does). */
+  receiptId: string
 }
 
 export type UpstreamFailure =
@@ -81,8 +83,8 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
 /**
  * One keep-alive undici Pool per enrolled origin, built at start-up for the control plane's
  * systems (those that name a tenant), with each system's credential read once. Nothing from
- * the caller becomes a header: the upstream sees content-type, idempotency-key, the injected
- * credential and a user agent. Redirects are returned, never followed.
+ * the caller becomes a header: the upstream sees content-type, idempotency-key,
+ * x-writegate-receipt, the injected credential and a user agent. Redirects are returned, never followed.
  */
 export function createUpstreamClient(deps: {
   systems: readonly EnrolledSystem[]
@@ -124,6 +126,7 @@ export function createUpstreamClient(deps: {
       const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*' }
       if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
+      headers['x-writegate-receipt'] = req.receiptId
       const credential = credentials.get(system.systemId)
       if (credential) headers[credential.header] = credential.value
 

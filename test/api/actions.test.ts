@@ -158,6 +158,7 @@ t.test('approving with a TOTP code: the write, its receipts, the action gone, th
   t.equal(seen.body, canonicalJson(REFUND))
   t.equal(seen.headers.authorization, `Bearer ${CREDENTIAL_SECRET}`)
   t.equal(seen.headers['idempotency-key'], actionId, 'the action id is the idempotency key')
+  t.equal(seen.headers['x-writegate-receipt'], r.body.receipt.executeReceiptId)
 
   const all = await s.receipts()
   const tail = all.slice(-4)

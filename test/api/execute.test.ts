@@ -90,6 +90,7 @@ t.test('a leased execute reaches the enrolled upstream, with the injected creden
     'the injected credential, not the API key',
   )
   t.equal(seen.headers['idempotency-key'], 'idem-42')
+  t.equal(seen.headers['x-writegate-receipt'], r.headers['x-writegate-receipt'], 'the authorising receipt')
   t.equal(seen.headers['content-type'], 'application/json')
   t.equal(seen.headers.host, new URL(s.upstream.origin).host)
   for (const h of ['x-forwarded-host', 'x-custom', 'cookie'])
