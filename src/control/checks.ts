@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { CheckService } from '../decision/check-service.js'
 import type { TokenService } from '../decision/token-service.js'
 import type { Authenticator } from '../identity/authenticator.js'
+import { EXECUTE_ROUTE_BODY_LIMIT } from './execute.js'
 import { keyCaller, requireKey } from './http/auth.js'
 
 const checkBody = z
@@ -74,6 +75,8 @@ export function checksRoutes(deps: {
           response: { 200: checkResponse },
         },
         // Dead keys still get an answer (DENY, on record), and agent keys may check.
+        // A request body may be as large as /v1/execute accepts, plus its envelope.
+        bodyLimit: EXECUTE_ROUTE_BODY_LIMIT,
         preHandler: requireKey(deps.auth, { scope: 'agent', allowDead: true }),
       },
       async (req) => deps.checks.check(keyCaller(req), req.body),

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto'
 import { type ChainFailure, ChainVerifier } from './chain-verifier.js'
 import { CHECKPOINT_ALGORITHM, type SignedCheckpoint } from './checkpoint.js'
-import { canonicalJson } from './jcs.js'
+import { canonicalJson, isCanonicalText } from './jcs.js'
 import type { ChainHead } from './receipt.js'
 
 /**
@@ -136,7 +136,7 @@ export class ExportVerifier {
       record.format !== EXPORT_FORMAT ||
       record.version !== EXPORT_VERSION ||
       typeof record.tenantId !== 'string' ||
-      canonicalJson(record) !== text
+      !isCanonicalText(record, text)
     ) {
       return this.#fail('malformed', `line 1 is not a ${EXPORT_FORMAT} v${EXPORT_VERSION} header`)
     }
@@ -158,7 +158,7 @@ export class ExportVerifier {
       typeof at !== 'number' ||
       typeof signature !== 'string' ||
       typeof keyId !== 'string' ||
-      canonicalJson(record) !== text
+      !isCanonicalText(record, text)
     ) {
       return this.#fail('malformed', 'line 2 is not a well-formed checkpoint')
     }

@@ -1,6 +1,6 @@
 import type { KeyObject } from 'node:crypto'
 import { type Checkpoint, checkpointSignatureValid, type SignedCheckpoint } from './checkpoint.js'
-import { canonicalJson } from './jcs.js'
+import { canonicalJson, isCanonicalText } from './jcs.js'
 import { type ChainHead, EMPTY_HEAD } from './receipt.js'
 import { sha256Hex } from './secret-hash.js'
 
@@ -132,7 +132,7 @@ export class ChainVerifier {
     }
     const linkFailure = this.#link(row.seq, body, row.body, row.hash)
     if (linkFailure) return linkFailure
-    if (canonicalJson(body) !== row.body) {
+    if (!isCanonicalText(body, row.body)) {
       return this.#fail(row.seq, 'body_mismatch', `the stored body of seq ${row.seq} is not canonical JSON`)
     }
     const columns: [string, unknown, unknown][] = [
@@ -168,7 +168,7 @@ export class ChainVerifier {
     }
     if (seq !== expected) return this.#fail(expected, 'seq_gap', `expected seq ${expected}, found ${seq}`)
     if (typeof hash !== 'string') return this.#fail(seq, 'malformed', `seq ${seq} has no hash`)
-    if (canonicalJson(receipt) !== lineText) {
+    if (!isCanonicalText(receipt, lineText)) {
       return this.#fail(seq, 'body_mismatch', `seq ${seq} is not canonical JSON (RFC 8785)`)
     }
     const linkFailure = this.#link(seq, { ...body, seq }, canonicalJson({ ...body, seq }), hash)

@@ -37,3 +37,16 @@ function serialize(value: unknown): string {
       throw new TypeError(`JCS: cannot serialise ${typeof value}`)
   }
 }
+
+/**
+ * True when `text` is exactly the canonical form of `value`. A value JCS cannot express
+ * (a non-finite number parsed from `1e999`, say) is simply not canonical: verifiers must
+ * report tampered input, never throw on it.
+ */
+export function isCanonicalText(value: unknown, text: string): boolean {
+  try {
+    return canonicalJson(value) === text
+  } catch {
+    return false
+  }
+}

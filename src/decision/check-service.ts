@@ -11,6 +11,7 @@ import { requestBinding } from '../core/lease-binding.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
 import { sha256Hex } from '../core/secret-hash.js'
 import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
+import { EXECUTE_BODY_MAX_BYTES, UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath } from '../execute/upstream-url.js'
 import type { Gate } from '../gate/gate.js'
 import type { KeyCaller } from '../identity/caller.js'
@@ -87,6 +88,20 @@ export function createCheckService(deps: CheckDeps): CheckService {
         // No lease for a path /v1/execute would refuse to send (docs/execute.md "SSRF rules").
         const verdict = checkUpstreamPath(request.path)
         if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
+        // Nor for a method it would never send: the binding is byte-exact, so `post` could never match.
+        if (!(UPSTREAM_METHODS as readonly string[]).includes(request.method)) {
+          fail(
+            ERRORS.invalidRequest,
+            { issues: [{ path: 'request.method', message: `one of ${UPSTREAM_METHODS.join(', ')}` }] },
+            { message: `invalid body: request.method: one of ${UPSTREAM_METHODS.join(', ')}` },
+          )
+        }
+        if (
+          request.body !== undefined &&
+          Buffer.byteLength(canonicalJson(request.body)) > EXECUTE_BODY_MAX_BYTES
+        ) {
+          fail(ERRORS.payloadTooLarge, { limit: EXECUTE_BODY_MAX_BYTES, field: 'request.body' })
+        }
       }
       const toolRef = body.tool ? stager.resolve(caller.tenantId, body.tool) : null
 

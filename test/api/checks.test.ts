@@ -520,6 +520,39 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     400,
   )
 
+  const lower = await api.post(
+    '/v1/check',
+    { verb: 'verify', request: { systemId: 'sys_billing', method: 'post', path: '/v1/refunds' } },
+    { bearer: key },
+  )
+  t.same(
+    [lower.status, lower.body.issues?.[0]?.path],
+    [400, 'request.method'],
+    'no lease for a method execute would never send',
+  )
+  const big = (n: number) => ({ pad: 'x'.repeat(n - '{"pad":""}'.length) })
+  const atLimit = await api.post(
+    '/v1/check',
+    {
+      verb: 'verify',
+      request: { systemId: 'sys_billing', method: 'PUT', path: '/v1/blobs', body: big(1024 * 1024) },
+    },
+    { bearer: key },
+  )
+  t.match(
+    atLimit.body,
+    { decision: 'ALLOW', leaseId: /^lse_/ },
+    'a 1 MiB body (as JCS) can be leased, as execute accepts it',
+  )
+  const over = await api.post(
+    '/v1/check',
+    {
+      verb: 'verify',
+      request: { systemId: 'sys_billing', method: 'PUT', path: '/v1/blobs', body: big(1024 * 1024 + 1) },
+    },
+    { bearer: key },
+  )
+  t.same([over.status, over.body.code], [413, 'payload_too_large'])
   const staged = await api.post(
     '/v1/check',
     { verb: 'refund', target: 'ch_1', tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 5 } } },
