@@ -74,7 +74,7 @@ export function actionsRoutes(deps: {
           summary: 'List the tenant’s pending, unexpired agent actions, oldest first',
           response: { 200: z.object({ tenantId: z.string(), actions: z.array(action) }) },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const caller = keyCaller(req)
@@ -102,7 +102,7 @@ export function actionsRoutes(deps: {
             502: approvalResponse.extend({ error: z.string(), code: z.literal(ERRORS.upstreamError.code) }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => {
         const out = await deps.approvals.approve(keyCaller(req), req.params.actionId, req.body ?? {})

@@ -1,5 +1,10 @@
 import fastifySwagger from '@fastify/swagger'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify'
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from 'fastify'
 import {
   jsonSchemaTransform,
   serializerCompiler,
@@ -8,6 +13,7 @@ import {
 } from 'fastify-type-provider-zod'
 import type { ApprovalService } from '../actions/approval-service.js'
 import type { Clock } from '../core/clock.js'
+import { ERRORS } from '../core/errors.js'
 import type { CheckService } from '../decision/check-service.js'
 import type { TokenService } from '../decision/token-service.js'
 import type { ExecuteService } from '../execute/execute-service.js'
@@ -84,6 +90,13 @@ export async function buildControlApp(
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 256 },
+    // Errors the router raises before any hook: our JSON shape, and no echo of the URL.
+    frameworkErrors: (err, _req, res) => {
+      const reply = res as unknown as FastifyReply
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
+        return reply.code(404).send({ error: ERRORS.notFound.message, code: ERRORS.notFound.code })
+      return reply.code(400).send({ error: ERRORS.invalidRequest.message, code: ERRORS.invalidRequest.code })
+    },
   }).withTypeProvider<ZodTypeProvider>()
 
   app.decorateRequest('caller', null)

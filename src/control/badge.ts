@@ -65,7 +65,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => {
         const { tenantId } = keyCaller(req)
@@ -98,7 +98,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
           description: 'Afterwards its SVG answers 404.',
           params: z.object({ token: z.string().min(1).max(200) }),
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => {
         const { tenantId } = keyCaller(req)

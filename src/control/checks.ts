@@ -77,7 +77,7 @@ export function checksRoutes(deps: {
         // Dead keys still get an answer (DENY, on record), and agent keys may check.
         // A request body may be as large as /v1/execute accepts, plus its envelope.
         bodyLimit: EXECUTE_ROUTE_BODY_LIMIT,
-        preHandler: requireKey(deps.auth, { scope: 'agent', allowDead: true }),
+        onRequest: requireKey(deps.auth, { scope: 'agent', allowDead: true }),
       },
       async (req) => deps.checks.check(keyCaller(req), req.body),
     )
@@ -90,7 +90,7 @@ export function checksRoutes(deps: {
           body: z.object({ token: z.string().max(8192) }).strict(),
           response: { 200: verdict },
         },
-        preHandler: requireKey(deps.auth, { scope: 'agent' }),
+        onRequest: requireKey(deps.auth, { scope: 'agent' }),
       },
       async (req) => deps.tokens.verify(keyCaller(req), req.body.token),
     )

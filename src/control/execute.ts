@@ -122,7 +122,7 @@ export function executeRoutes(deps: { execute: ExecuteService; auth: Authenticat
           body: executeBody,
           response: { 200: failClosed, 502: upstreamFailure },
         },
-        preHandler: requireKey(deps.auth, { scope: 'agent' }),
+        onRequest: requireKey(deps.auth, { scope: 'agent' }),
       },
       async (req, reply) => send(reply, await deps.execute.execute(keyCaller(req), req.body)),
     )

@@ -51,7 +51,7 @@ export function keysRoutes(deps: KeysRoutesDeps): FastifyPluginAsyncZod {
           body: issueKeyBody,
           response: { 201: issuedKey },
         },
-        preHandler: limitPerIp(deps.rateLimits, deps.clock, 'issuance', deps.issuancePerIpPerHour, 3600),
+        onRequest: limitPerIp(deps.rateLimits, deps.clock, 'issuance', deps.issuancePerIpPerHour, 3600),
       },
       async (req, reply) => {
         const b = req.body
@@ -75,7 +75,7 @@ export function keysRoutes(deps: KeysRoutesDeps): FastifyPluginAsyncZod {
           summary: 'Create an invite code for the tenant (rotates the previous one)',
           response: { 201: invite },
         },
-        preHandler: requireKey(deps.auth, { scope: 'admin' }),
+        onRequest: requireKey(deps.auth, { scope: 'admin' }),
       },
       async (req, reply) => {
         reply.header('Cache-Control', 'no-store')

@@ -30,7 +30,7 @@ export function manifestsRoutes(deps: {
             }),
           },
         },
-        preHandler: requireKey(deps.auth, { scope: 'admin' }),
+        onRequest: requireKey(deps.auth, { scope: 'admin' }),
       },
       async (req) => {
         const { tenantId } = keyCaller(req)

@@ -39,7 +39,7 @@ export function meRoutes(deps: MeDeps): FastifyPluginAsyncZod {
           summary: 'The calling key: tenant, principal, scope and monthly check quota',
           response: { 200: meResponse },
         },
-        preHandler: requireKey(deps.auth, { scope: 'agent' }),
+        onRequest: requireKey(deps.auth, { scope: 'agent' }),
       },
       async (req) => {
         const caller = keyCaller(req)

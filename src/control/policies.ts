@@ -43,14 +43,14 @@ export function policiesRoutes(deps: {
 
     app.get(
       '/v1/policy',
-      { schema: { summary: 'The tenant default policy, with customVerbs', response: ok }, preHandler: admin },
+      { schema: { summary: 'The tenant default policy, with customVerbs', response: ok }, onRequest: admin },
       async (req) => deps.policies.getTenant(keyCaller(req)),
     )
     app.put(
       '/v1/policy',
       {
         schema: { summary: 'Merge verbs into the tenant default policy', body: putBody, response: ok },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.policies.putTenant(keyCaller(req), req.body),
     )
@@ -68,7 +68,7 @@ export function policiesRoutes(deps: {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.policies.list(keyCaller(req)),
     )
@@ -82,7 +82,7 @@ export function policiesRoutes(deps: {
           params: envParams,
           response: ok,
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.policies.getEnvironment(keyCaller(req), req.params.env),
     )
@@ -95,7 +95,7 @@ export function policiesRoutes(deps: {
           body: putBody,
           response: ok,
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.policies.putEnvironment(keyCaller(req), req.params.env, req.body),
     )
@@ -111,7 +111,7 @@ export function policiesRoutes(deps: {
           querystring: z.object({ environment: z.string().max(64).optional() }),
           response: ok,
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) =>
         deps.policies.getPrincipal(keyCaller(req), req.params.principalId, req.query.environment),
@@ -125,7 +125,7 @@ export function policiesRoutes(deps: {
           body: putBody,
           response: ok,
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.policies.putPrincipal(keyCaller(req), req.params.principalId, req.body),
     )

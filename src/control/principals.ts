@@ -31,7 +31,7 @@ export function principalsRoutes(deps: {
           body: z.object({ name: z.string(), disabled: z.boolean().optional() }).strict(),
           response: { 201: principal },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => reply.code(201).send(await deps.principals.create(keyCaller(req), req.body)),
     )
@@ -44,7 +44,7 @@ export function principalsRoutes(deps: {
           querystring: z.object({ include_deleted: z.string().max(16).optional() }),
           response: { 200: z.object({ tenantId: z.string(), principals: z.array(principal) }) },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const caller = keyCaller(req)
@@ -61,7 +61,7 @@ export function principalsRoutes(deps: {
           params: idParams,
           response: { 200: principal },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.principals.get(keyCaller(req), req.params.principalId),
     )
@@ -78,7 +78,7 @@ export function principalsRoutes(deps: {
             .nullish(),
           response: { 200: principal },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.principals.update(keyCaller(req), req.params.principalId, req.body ?? {}),
     )
@@ -101,7 +101,7 @@ export function principalsRoutes(deps: {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) =>
         deps.principals.revokeKeys(keyCaller(req), req.params.principalId, req.body?.reason ?? null),
@@ -115,7 +115,7 @@ export function principalsRoutes(deps: {
           params: idParams,
           response: { 200: principal },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.principals.remove(keyCaller(req), req.params.principalId),
     )

@@ -90,7 +90,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const { tenantId } = keyCaller(req)
@@ -123,7 +123,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const { tenantId } = keyCaller(req)
@@ -173,7 +173,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
             }),
           },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const { tenantId } = keyCaller(req)
@@ -199,7 +199,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
             'Line 1 is a header, line 2 a signed checkpoint of the head at export time, then one receipt per line in seq order (every line RFC 8785 canonical JSON). Verify it offline with `writegate verify <file> --public-key <file>`. See docs/audit.md.',
           produces: ['application/x-ndjson'],
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => {
         const { tenantId } = keyCaller(req)
@@ -224,7 +224,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
           headers: z.looseObject({ 'last-event-id': seqParam.optional() }),
           produces: ['text/event-stream'],
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => {
         const { tenantId } = keyCaller(req)
@@ -250,7 +250,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
           params: z.object({ receiptId: z.string().min(1).max(128) }),
           response: { 200: receiptSchema },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => {
         const { tenantId } = keyCaller(req)

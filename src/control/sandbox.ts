@@ -36,7 +36,7 @@ export function sandboxRoutes(deps: {
             }),
           },
         },
-        preHandler: limitPerIp(deps.rateLimits, deps.clock, 'sandbox', deps.perIpPerMinute, 60),
+        onRequest: limitPerIp(deps.rateLimits, deps.clock, 'sandbox', deps.perIpPerMinute, 60),
       },
       async (req, reply) => reply.code(201).send(await deps.sandbox.mint(req.body.target)),
     )

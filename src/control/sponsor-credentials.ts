@@ -19,7 +19,7 @@ export function sponsorCredentialRoutes(deps: {
           summary: 'Replace the sponsor token; the old one stops working at once',
           response: { 200: z.object({ tenantId: z.string(), sponsorToken: z.string() }) },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req, reply) => {
         const { tenantId } = sponsorCaller(req)
@@ -48,7 +48,7 @@ export function sponsorCredentialRoutes(deps: {
             }),
           },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req, reply) => {
         const { tenantId } = sponsorCaller(req)

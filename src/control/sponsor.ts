@@ -49,7 +49,7 @@ export function sponsorRoutes(deps: { sponsor: SponsorService; auth: Authenticat
             }),
           },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req, reply) => reply.code(201).send(await deps.sponsor.grant(sponsorCaller(req), req.body)),
     )
@@ -62,7 +62,7 @@ export function sponsorRoutes(deps: { sponsor: SponsorService; auth: Authenticat
           body: rosterBody,
           response: { 200: z.object({ revoked: target, receiptId: z.string() }) },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req) => deps.sponsor.revoke(sponsorCaller(req), req.body),
     )
@@ -75,7 +75,7 @@ export function sponsorRoutes(deps: { sponsor: SponsorService; auth: Authenticat
           body: rosterBody,
           response: { 200: z.object({ reinstated: target, receiptId: z.string() }) },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req) => deps.sponsor.reinstate(sponsorCaller(req), req.body),
     )
@@ -100,7 +100,7 @@ export function sponsorRoutes(deps: { sponsor: SponsorService; auth: Authenticat
             }),
           },
         },
-        preHandler: sponsor,
+        onRequest: sponsor,
       },
       async (req) => deps.sponsor.revoked(sponsorCaller(req)),
     )

@@ -29,7 +29,7 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
           body: z.object({ name: z.string().max(256), description: z.string().max(500).optional() }).strict(),
           response: { 201: verbRecord },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req, reply) => reply.code(201).send(await deps.verbs.create(keyCaller(req), req.body)),
     )
@@ -41,7 +41,7 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
           summary: 'The vocabulary: built-ins, then custom verbs',
           response: { 200: z.object({ tenantId: z.string(), verbs: z.array(verbRecord) }) },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.verbs.list(keyCaller(req)),
     )
@@ -54,7 +54,7 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
           params: nameParams,
           response: { 200: verbRecord },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.verbs.get(keyCaller(req), req.params.name),
     )
@@ -71,7 +71,7 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
             .nullish(),
           response: { 200: verbRecord },
         },
-        preHandler: admin,
+        onRequest: admin,
       },
       async (req) => deps.verbs.update(keyCaller(req), req.params.name, req.body ?? {}),
     )

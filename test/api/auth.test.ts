@@ -67,6 +67,25 @@ for (const kind of API_BACKENDS) {
       }
     })
 
+    t.test('credentials are checked before the body: 401 and 403 come first, never 400 or 404', async (t) => {
+      const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+      const cases: [string, string, unknown, string | undefined, number, string][] = [
+        ['POST', '/v1/grants', {}, o.apiKey, 401, 'sponsor token required'],
+        ['POST', '/v1/revoke', { nonsense: true }, undefined, 401, 'sponsor token required'],
+        ['POST', '/v1/principals', {}, undefined, 401, 'unknown API key'],
+        ['POST', '/v1/principals', { nope: 1 }, agent.body.apiKey, 403, 'insufficient scope'],
+        ['GET', `/v1/principals/${'x'.repeat(200)}`, undefined, undefined, 401, 'unknown API key'],
+        ['PUT', '/v1/policy', [1, 2], undefined, 401, 'unknown API key'],
+        ['POST', '/v1/check', { verb: 5 }, o.sponsorToken, 401, 'unknown API key'],
+      ]
+      for (const [method, url, body, bearer, status, error] of cases) {
+        const r = await api.call(method, url, body, bearer ? { bearer } : {})
+        t.same([r.status, r.body.error], [status, error], `${method} ${url.slice(0, 40)}`)
+      }
+      const malformed = await api.post('/v1/principals', undefined, { raw: '{bad', bearer: undefined })
+      t.equal(malformed.status, 401, 'even a malformed body is answered with the credential error first')
+    })
+
     t.test('sponsor token rotation kills the old token at once', async (t) => {
       const x = await api.newTenant()
       const r = await api.post('/v1/sponsor/rotate', undefined, { bearer: x.sponsorToken })

@@ -587,6 +587,7 @@ t.test('sandbox: keyless 90-second demo grants, demo_write on demo- only, limite
   const { api } = await startControlPlane(t, 'pglite-memory', {
     settings: { sandbox: { perIpPerMinute: 3 } },
   })
+  let n = 100
   const r = await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-1' })
   t.equal(r.status, 201)
   t.match(r.body, {
@@ -603,7 +604,10 @@ t.test('sandbox: keyless 90-second demo grants, demo_write on demo- only, limite
     { verb: 'demo_write', target: 'demo-1', x: 1 },
     undefined,
   ]) {
-    t.equal((await api.post('/v1/sandbox', body)).status, 400, JSON.stringify(body))
+    // Each from its own address: every attempt counts against the per-IP limit.
+    n += 1
+    const r = await api.post('/v1/sandbox', body, { remoteAddress: `198.51.100.${n}` })
+    t.equal(r.status, 400, JSON.stringify(body))
   }
   t.equal((await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-2' })).status, 201)
   t.equal((await api.post('/v1/sandbox', { verb: 'demo_write', target: 'demo-3' })).status, 201)

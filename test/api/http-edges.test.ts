@@ -19,6 +19,12 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
     }
   })
 
+  t.test('an id too long to name anything is 404, in JSON, without echoing the path', async (t) => {
+    const r = await api.get(`/v1/principals/${'x'.repeat(3000)}`, { bearer: o.apiKey })
+    t.same(r.body, { error: 'not found', code: 'not_found' })
+    t.equal(r.status, 404)
+  })
+
   t.test('malformed JSON is 400', async (t) => {
     for (const raw of ['{bad', '{"email":', '[1,', '{"__proto__":{"x":1},"email":"a@b.co"}']) {
       const r = await api.post('/v1/keys', undefined, { raw })

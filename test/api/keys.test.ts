@@ -253,6 +253,21 @@ t.test('10 issuances per hour per client IP, with trusted-proxy handling', async
     t.equal(later.status, 201, 'the window slides')
   })
 
+  t.test('every attempt counts, malformed ones included', async (t) => {
+    const { api } = await startControlPlane(t, 'pglite-memory', {
+      settings: { issuance: { perIpPerHour: 3 } },
+    })
+    const from = { remoteAddress: '203.0.113.50' }
+    t.equal((await api.post('/v1/keys', undefined, { ...from, raw: '{bad' })).status, 400)
+    t.equal((await api.post('/v1/keys', { email: 5 }, from)).status, 400)
+    t.equal((await api.post('/v1/keys', { email: 'ok1@example.com' }, from)).status, 201)
+    t.equal(
+      (await api.post('/v1/keys', { email: 'ok2@example.com' }, from)).status,
+      429,
+      'the two bad attempts used the budget',
+    )
+  })
+
   t.test('X-Forwarded-For is honoured only from a configured trusted proxy', async (t) => {
     const { api } = await startControlPlane(t, 'pglite-memory', {
       settings: { issuance: { perIpPerHour: 2 }, server: { trustProxy: ['10.0.0.0/8'] } },

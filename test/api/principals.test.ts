@@ -64,7 +64,7 @@ for (const kind of API_BACKENDS) {
         )
       }
       t.equal((await api.post('/v1/principals', { name: 7 }, { bearer: o.apiKey })).status, 400)
-      t.equal((await api.post('/v1/principals', { bearer: o.apiKey })).status, 400, 'name is required')
+      t.equal((await api.post('/v1/principals', {}, { bearer: o.apiKey })).status, 400, 'name is required')
     })
 
     t.test(

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import { ERRORS, WriteGateError } from '../../core/errors.js'
 import { type Authenticator, bearerOf } from '../../identity/authenticator.js'
 import type { Caller, KeyCaller, SponsorCaller } from '../../identity/caller.js'
@@ -17,7 +17,7 @@ export interface KeyAccess {
 }
 
 /** K endpoints: anything but a live API key (a sponsor or badge token included) gets 401 `unknown API key`. */
-export function requireKey(auth: Authenticator, access: KeyAccess): preHandlerAsyncHookHandler {
+export function requireKey(auth: Authenticator, access: KeyAccess): onRequestAsyncHookHandler {
   return async (req: FastifyRequest, _reply: FastifyReply) => {
     const caller = await auth.apiKey(bearerOf(req.headers.authorization))
     if (!caller || (caller.dead && !access.allowDead)) throw new WriteGateError(ERRORS.unknownApiKey)
@@ -28,7 +28,7 @@ export function requireKey(auth: Authenticator, access: KeyAccess): preHandlerAs
 }
 
 /** S endpoints: anything but the tenant's sponsor token (an API key included) gets 401 `sponsor token required`. */
-export function requireSponsor(auth: Authenticator): preHandlerAsyncHookHandler {
+export function requireSponsor(auth: Authenticator): onRequestAsyncHookHandler {
   return async (req: FastifyRequest, _reply: FastifyReply) => {
     const caller = await auth.sponsor(bearerOf(req.headers.authorization))
     if (!caller) throw new WriteGateError(ERRORS.sponsorTokenRequired)

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { Clock } from '../../core/clock.js'
 import { ERRORS, WriteGateError } from '../../core/errors.js'
 import type { RateLimitStore } from '../../store/ports/rate-limit.js'
@@ -13,7 +13,7 @@ export function limitPerIp(
   name: string,
   limit: number,
   windowSeconds: number,
-): preHandlerAsyncHookHandler {
+): onRequestAsyncHookHandler {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     const verdict = await store.hit(`${name}:${req.ip}`, limit, windowSeconds, clock.nowMs())
     reply.header('RateLimit-Limit', String(limit))
