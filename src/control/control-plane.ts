@@ -222,6 +222,7 @@ export async function createControlPlane(
         keyring,
         systems,
         stager,
+        snapshots,
         allowTtlSeconds: settings.tokens.allowTtlSeconds,
       }),
       tokens: createTokenService({ keyring, clock, snapshots, sor }),

@@ -257,6 +257,18 @@ export const ERRORS = {
     'too many code attempts',
     'Too many codes were tried for this action or tenant; see Retry-After.',
   ),
+  unmappedRequest: def(
+    'unmapped_request',
+    400,
+    'request matches no route',
+    'No route of the enrolled system maps this method and path to a verb, so it cannot be gated.',
+  ),
+  verbMismatch: def(
+    'verb_mismatch',
+    400,
+    'verb does not match the request',
+    "The check's verb is not the verb the system's route (or the tool) maps this write to.",
+  ),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

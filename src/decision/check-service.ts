@@ -14,7 +14,9 @@ import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
 import { EXECUTE_BODY_MAX_BYTES, UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath } from '../execute/upstream-url.js'
 import type { Gate } from '../gate/gate.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
+import { fillTemplate } from '../proxy/path-pattern.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease } from '../store/ports/decision-state.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
@@ -60,6 +62,7 @@ export interface CheckDeps {
   keyring: Keyring
   systems: SystemsRegistry
   stager: ActionStager
+  snapshots: SnapshotCache
   allowTtlSeconds: number
 }
 
@@ -68,7 +71,7 @@ export interface CheckDeps {
  * decision (no receipt, no quota); every evaluated check writes a CHECK receipt.
  */
 export function createCheckService(deps: CheckDeps): CheckService {
-  const { gate, sor, audit, clock, keyring, systems, stager } = deps
+  const { gate, sor, audit, clock, keyring, systems, stager, snapshots } = deps
 
   return {
     async check(caller, body) {
@@ -105,11 +108,56 @@ export function createCheckService(deps: CheckDeps): CheckService {
       }
       const toolRef = body.tool ? stager.resolve(caller.tenantId, body.tool) : null
 
+      // The verb is the one the system maps the write to, never one the agent picks: a request
+      // goes through the system's route table and a tool carries its own verb, exactly as the
+      // proxy would gate the same write.
+      const bindings: { verb: string; target: string | null; source: string }[] = []
+      if (request) {
+        const route = systems.route(caller.tenantId, request.systemId, request.method, request.path)
+        if (!route)
+          fail(ERRORS.unmappedRequest, {
+            systemId: request.systemId,
+            method: request.method,
+            path: request.path,
+          })
+        bindings.push({ ...route, source: `route of ${request.systemId}` })
+      }
+      if (toolRef && body.tool) {
+        const params = Object.fromEntries(Object.entries(body.tool.params).map(([k, v]) => [k, String(v)]))
+        const t = toolRef.tool
+        bindings.push({
+          verb: t.verb,
+          target: t.target === undefined ? null : fillTemplate(t.target, params),
+          source: `tool ${t.name}`,
+        })
+      }
+      let target = body.target ?? null
+      if (bindings.length > 0) {
+        const snap = await snapshots.get(caller.tenantId).catch(() => null)
+        const requested = snap?.vocab.resolve(body.verb) ?? null
+        for (const b of bindings) {
+          // An unknown requested verb is left to the gate's unknown_verb answer.
+          if (snap && requested && snap.vocab.resolve(b.verb)?.canonical !== requested.canonical) {
+            fail(ERRORS.verbMismatch, { verb: body.verb, expected: b.verb, source: b.source })
+          }
+          if (b.target !== null) {
+            if (body.target !== undefined && body.target !== b.target) {
+              fail(
+                ERRORS.invalidRequest,
+                { issues: [{ path: 'target', message: `must be ${b.target} (${b.source})` }] },
+                { message: `invalid body: target: must be ${b.target} (${b.source})` },
+              )
+            }
+            target = b.target
+          }
+        }
+      }
+
       const gateReq = {
         tenantId: caller.tenantId,
         keyId: caller.keyId,
         verb: body.verb,
-        target: body.target ?? null,
+        target,
         environment: environment as Environment | null,
         grantId: body.grantId ?? null,
         systemId: request?.systemId ?? toolRef?.system.systemId ?? null,
@@ -149,7 +197,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
             keyId: caller.keyId,
             principalId: outcome.principalId ?? caller.principalId,
             verb: outcome.verb,
-            target: body.target ?? null,
+            target,
             systemId: request.systemId,
             binding,
             createdAt: at,
@@ -170,7 +218,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
           kid: caller.keyId,
           pid: outcome.principalId ?? caller.principalId,
           verb: outcome.verb,
-          tgt: body.target ?? null,
+          tgt: target,
           env: environment,
           iat: at,
           exp: expiresAt,
@@ -186,7 +234,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
           ref: toolRef,
           params: body.tool.params,
           verb: outcome.verb,
-          target: body.target ?? null,
+          target,
           environment,
           principalId: outcome.principalId ?? caller.principalId,
           principalName: outcome.principalName,
@@ -206,7 +254,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
           createdAt: at,
           verb: outcome.verb,
           requestedVerb: body.verb,
-          target: body.target ?? null,
+          target,
           environment,
           principalId: outcome.principalId,
           principalName: outcome.principalName,

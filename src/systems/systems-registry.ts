@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { ConfigError } from '../config/load.js'
 import type { EnrolledSystem, SystemsFile, SystemTool } from '../config/systems.js'
+import { compileRoutes, type RouteMatch, type RouteMatcher } from './route-matcher.js'
 
 export interface ParamIssue {
   path: string
@@ -19,6 +20,8 @@ export interface SystemsRegistry {
   system(tenantId: string, systemId: string): EnrolledSystem | null
   tool(tenantId: string, name: string): ToolRef | null
   toolOf(tenantId: string, systemId: string, name: string): ToolRef | null
+  /** The verb (and target) the system's route table maps a request to, or null when no route does. */
+  route(tenantId: string, systemId: string, method: string, path: string): RouteMatch | null
   all(): readonly EnrolledSystem[]
 }
 
@@ -37,8 +40,10 @@ export function createSystemsRegistry(file: SystemsFile): SystemsRegistry {
   const ajv = new Ajv({ allErrors: true, strict: false })
   const tools = new Map<string, ToolRef>()
   const systems = new Map<string, EnrolledSystem>()
+  const routes = new Map<string, RouteMatcher>()
   for (const system of file.systems) {
     systems.set(system.systemId, system)
+    routes.set(system.systemId, compileRoutes(system.routes))
     for (const tool of system.tools) {
       let validate: ValidateFunction
       try {
@@ -70,6 +75,10 @@ export function createSystemsRegistry(file: SystemsFile): SystemsRegistry {
     toolOf(tenantId, systemId, name) {
       const ref = tools.get(`${tenantId}:${name}`)
       return ref && ref.system.systemId === systemId ? ref : null
+    },
+    route(tenantId, systemId, method, path) {
+      if (!owned(systems.get(systemId), tenantId)) return null
+      return routes.get(systemId)?.match(method, path) ?? null
     },
     all: () => file.systems,
   }

@@ -468,7 +468,11 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
         tenantId,
         upstream: 'http://127.0.0.1:9',
         reads: 'pass',
-        routes: [],
+        routes: [
+          { method: 'POST', path: '/v1/refunds', verb: 'verify' },
+          { method: 'PUT', path: '/v1/blobs', verb: 'verify' },
+          { method: 'POST', path: '/v1/payouts/{payout}', verb: 'refund', target: 'payout:{payout}' },
+        ],
         tools: [
           {
             name: 'issue_refund',
@@ -518,6 +522,59 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
       )
     ).status,
     400,
+  )
+
+  // The agent never picks the verb a write is gated under.
+  const spoof = await api.post(
+    '/v1/check',
+    { verb: 'verify', request: { systemId: 'sys_billing', method: 'POST', path: '/v1/payouts/p1' } },
+    { bearer: key },
+  )
+  t.same(
+    [spoof.status, spoof.body.code, spoof.body.expected],
+    [400, 'verb_mismatch', 'refund'],
+    'a refund write cannot be leased as verify',
+  )
+  const honest = await api.post(
+    '/v1/check',
+    { verb: 'refund', request: { systemId: 'sys_billing', method: 'POST', path: '/v1/payouts/p1' } },
+    { bearer: key },
+  )
+  t.match(honest.body, { decision: 'STEP_UP', verb: 'refund' })
+  t.notOk(honest.body.leaseId, 'no lease without an ALLOW')
+  const honestReceipt = await cp.database.sql<
+    { body: string }[]
+  >`select body from receipts where receipt_id = ${honest.body.receiptId}`
+  t.equal(
+    JSON.parse(honestReceipt[0]!.body).target,
+    'payout:p1',
+    "the target comes from the route's template",
+  )
+  const wrongTarget = await api.post(
+    '/v1/check',
+    {
+      verb: 'refund',
+      target: 'elsewhere',
+      request: { systemId: 'sys_billing', method: 'POST', path: '/v1/payouts/p1' },
+    },
+    { bearer: key },
+  )
+  t.same([wrongTarget.status, wrongTarget.body.code], [400, 'invalid_request'])
+  const unmapped = await api.post(
+    '/v1/check',
+    { verb: 'verify', request: { systemId: 'sys_billing', method: 'DELETE', path: '/v1/refunds' } },
+    { bearer: key },
+  )
+  t.same([unmapped.status, unmapped.body.code], [400, 'unmapped_request'])
+  const toolSpoof = await api.post(
+    '/v1/check',
+    { verb: 'verify', tool: { name: 'issue_refund', params: { charge: 'ch_1' } } },
+    { bearer: key },
+  )
+  t.same(
+    [toolSpoof.status, toolSpoof.body.code, toolSpoof.body.expected],
+    [400, 'verb_mismatch', 'refund'],
+    'a tool is checked under its own verb',
   )
 
   const lower = await api.post(

@@ -587,3 +587,17 @@ t.test('a gated write counts once on the badge: its outcome receipt is not a sec
   const svg = await s.api.get(`/v1/badge/${badge}.svg`)
   t.ok(String(svg.body).includes('>2 / 30d<'), 'the CHECK and one EXECUTE')
 })
+
+t.test("a write cannot be leased under a verb of the agent's choosing (policy refund: deny)", async (t) => {
+  const s = await setup(t)
+  await s.api.put('/v1/policy', { refund: 'deny', verify: 'allow' }, { bearer: s.key })
+  const agent = await s.api.post('/v1/keys', { email: s.tenant.email, scope: 'agent' }, { bearer: s.key })
+  const request = { systemId: 'sys_billing', method: 'POST', path: '/v1/payouts', body: { amount: 500 } }
+  const spoof = await s.api.post('/v1/check', { verb: 'verify', request }, { bearer: agent.body.apiKey })
+  t.same([spoof.status, spoof.body.code], [400, 'verb_mismatch'])
+  t.notOk(spoof.body.leaseId)
+  const honest = await s.api.post('/v1/check', { verb: 'refund', request }, { bearer: agent.body.apiKey })
+  t.match(honest.body, { decision: 'DENY', reason: 'policy_deny' })
+  t.notOk(honest.body.leaseId)
+  t.equal(s.upstream.requests.length, 0, 'the upstream received nothing')
+})

@@ -71,6 +71,19 @@ export const CREDENTIAL_SECRET = 'sk_live_upstream_secret_never_shown'
 process.env[CREDENTIAL_ENV] = CREDENTIAL_SECRET
 
 /**
+ * Routes for the tests' systems: payouts are `refund` writes; anything else under /v1/ maps
+ * to `verify` (allowed by default), which is what most execute tests lease.
+ */
+export const TEST_ROUTES: SystemsFile['systems'][number]['routes'] = [
+  { method: 'POST', path: '/v1/payouts', verb: 'refund' },
+  ...(['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).map((method) => ({
+    method,
+    path: '/v1/*',
+    verb: 'verify',
+  })),
+]
+
+/**
  * Enrolled systems for a tenant: sys_billing on `origin` (with an injected bearer credential
  * and refund tools, one with an undo), and sys_other, a second system of the same tenant.
  */
@@ -84,7 +97,7 @@ export function billingSystems(tenantId: string, origin: string, otherOrigin = o
         upstream: origin,
         credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: CREDENTIAL_ENV },
         reads: 'pass',
-        routes: [],
+        routes: TEST_ROUTES,
         tools: [
           {
             name: 'issue_refund',
@@ -134,7 +147,7 @@ export function billingSystems(tenantId: string, origin: string, otherOrigin = o
         tenantId,
         upstream: otherOrigin,
         reads: 'pass',
-        routes: [],
+        routes: TEST_ROUTES,
         tools: [],
       },
     ],

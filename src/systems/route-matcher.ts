@@ -1,0 +1,38 @@
+import type { SystemRoute } from '../config/systems.js'
+import { compilePathPattern, fillTemplate } from '../proxy/path-pattern.js'
+
+export interface RouteMatch {
+  verb: string
+  /** Filled from the route's target template, or null when the route has none. */
+  target: string | null
+}
+
+export interface RouteMatcher {
+  match(method: string, pathWithQuery: string): RouteMatch | null
+}
+
+/**
+ * A system's routes as one matcher: the first route whose method and path pattern match
+ * decides the verb. The proxy maps intercepted writes with it, and /v1/check maps the
+ * `request` it is asked to lease, so both gate a request under the same verb.
+ */
+export function compileRoutes(routes: readonly SystemRoute[]): RouteMatcher {
+  const compiled = routes.map((r) => ({
+    method: r.method,
+    pattern: compilePathPattern(r.path),
+    verb: r.verb,
+    target: r.target,
+  }))
+  return {
+    match(method, pathWithQuery) {
+      const path = pathWithQuery.split('?')[0] as string
+      for (const r of compiled) {
+        if (r.method !== method) continue
+        const params = r.pattern.match(path)
+        if (params)
+          return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
+      }
+      return null
+    },
+  }
+}
