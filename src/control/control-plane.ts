@@ -153,14 +153,28 @@ export async function createControlPlane(
     const hotStore = hot
     if (!overrides.hot) cleanups.push(() => hotStore.close())
 
-    const publisher = createSnapshotPublisher({ source: createSnapshotSource(database), hot, clock, logger })
-    const decisionState = publishingSink(publisher, logger)
+    const hotState = hot
+    const publisher = createSnapshotPublisher({
+      source: createSnapshotSource(database),
+      hot,
+      clock,
+      logger,
+      // The hot store lost (or never had) this tenant: its proxies' key index and its quota
+      // floors must be back before any decision lands on the republished snapshot.
+      beforeRepublish: async (tenantId, wasMissing) => {
+        for (const e of await sor.stores.keys.indexEntries(tenantId))
+          await hotState.indexKey(e.secretHash, { tenantId, keyId: e.keyId })
+        if (wasMissing)
+          await seedQuotaCounters({ receipts: sor.stores.receipts, hot: hotState, clock }, tenantId)
+      },
+    })
+    const decisionState = publishingSink(publisher, hot, logger)
     const { snapshots, gate } = createDecisionPipeline({
       hot,
       clock,
       metrics,
       quotaLimit: settings.quota.checksPerMonth,
-      onMissing: (tenantId) => publisher.changed(tenantId),
+      onMissing: (tenantId) => publisher.repair(tenantId),
     })
     cleanups.push(async () => snapshots.close())
 
@@ -209,6 +223,8 @@ export async function createControlPlane(
         clock,
         decisionState,
         keyIndex: hot,
+        standing: (tenantId, keyId) => gate.standing(tenantId, keyId),
+        logger,
         sameEmail: settings.issuance.sameEmail,
       }),
       principals: createPrincipalService({ sor, audit, clock, decisionState }),
@@ -225,7 +241,7 @@ export async function createControlPlane(
         snapshots,
         allowTtlSeconds: settings.tokens.allowTtlSeconds,
       }),
-      tokens: createTokenService({ keyring, clock, snapshots, sor }),
+      tokens: createTokenService({ keyring, clock, gate, sor }),
       sponsor: createSponsorService({ sor, audit, clock, decisionState }),
       sandbox: createSandboxService({ sor, clock }),
       execute,

@@ -1,5 +1,6 @@
 import { ERRORS, WriteGateError } from '../core/errors.js'
 import type { Logger } from '../observability/logger.js'
+import type { HotStore } from '../store/ports/hot-store.js'
 import type { DecisionStateSink } from './decision-state.js'
 
 /**
@@ -8,13 +9,20 @@ import type { DecisionStateSink } from './decision-state.js'
  * publish_pending (decisions meanwhile fail closed at commit, never use the old state),
  * and the reconciler publishes it as soon as it can.
  */
-export function publishingSink(inner: DecisionStateSink, logger: Logger): DecisionStateSink {
+export function publishingSink(
+  inner: DecisionStateSink,
+  hot: Pick<HotStore, 'invalidate'>,
+  logger: Logger,
+): DecisionStateSink {
   return {
     async changed(tenantId) {
       try {
         await inner.changed(tenantId)
       } catch (err) {
         logger.warn({ err, tenantId }, 'snapshot publish failed; the reconciler will retry')
+        // Until the new state is published, no commit may land on the old one. If Redis is
+        // down this fails too, and so does every commit: closed either way.
+        await hot.invalidate(tenantId).catch(() => {})
         throw new WriteGateError(ERRORS.publishPending)
       }
     },

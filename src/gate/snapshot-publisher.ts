@@ -8,6 +8,8 @@ import type { DecisionStateSink } from './decision-state.js'
 export interface SnapshotPublisher extends DecisionStateSink {
   /** Publishes every tenant whose hot-store version is behind the system of record. */
   reconcile(): Promise<{ checked: number; published: number }>
+  /** Repairs one tenant the hot store has lost (or never had), then publishes it. */
+  repair(tenantId: string): Promise<void>
   /** Runs reconcile on a fixed cadence until stopped. */
   start(intervalMs: number): void
   stop(): void
@@ -23,8 +25,14 @@ export function createSnapshotPublisher(deps: {
   hot: HotStore
   clock: Clock
   logger: Logger
+  /**
+   * Runs before a tenant is republished by repair or the reconciler: re-index its keys and,
+   * when the hot store had nothing for it (a restart or data loss), re-seed its quota floors.
+   */
+  beforeRepublish?: (tenantId: string, wasMissing: boolean) => Promise<void>
 }): SnapshotPublisher {
   const { source, hot, clock, logger } = deps
+  const prepare = deps.beforeRepublish ?? (async () => {})
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> | undefined
 
@@ -44,10 +52,15 @@ export function createSnapshotPublisher(deps: {
       for (const { tenantId, version } of all) {
         const hotVersion = await hot.version(tenantId)
         if (hotVersion === null || hotVersion < version) {
+          await prepare(tenantId, hotVersion === null)
           if (await publishTenant(tenantId)) published++
         }
       }
       return { checked: all.length, published }
+    },
+    async repair(tenantId) {
+      await prepare(tenantId, (await hot.version(tenantId)) === null)
+      await publishTenant(tenantId)
     },
     start(intervalMs) {
       if (timer) return

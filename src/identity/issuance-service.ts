@@ -9,6 +9,8 @@ import { normalizeEmail } from '../core/names.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
 import { hashSecret } from '../core/secret-hash.js'
 import type { DecisionStateSink } from '../gate/decision-state.js'
+import type { Gate } from '../gate/gate.js'
+import type { Logger } from '../observability/logger.js'
 import { BACKUP_CODE_COUNT, hashBackupCode, newBackupCode } from '../security/backup-codes.js'
 import { type Keyring, sealSecret } from '../security/keyring.js'
 import { newTotpEnrolment } from '../security/totp.js'
@@ -61,10 +63,16 @@ export interface IssuanceDeps {
   decisionState: DecisionStateSink
   /** Where proxies look their API key up (the hot store). */
   keyIndex: Pick<HotStore, 'indexKey'>
+  /** Whether a key may act right now (not on the sponsor's roster), judged linearizably. */
+  standing: Gate['standing']
+  logger: Logger
   sameEmail: 'proof' | 'open'
 }
 
-type Target = { kind: 'new' } | { kind: 'existing'; tenantId: string; maxScope: KeyScope }
+type Target =
+  | { kind: 'new' }
+  /** `pinnedPrincipal`: an agent-scoped proof mints keys only for its own principal. */
+  | { kind: 'existing'; tenantId: string; maxScope: KeyScope; pinnedPrincipal?: string }
 
 export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
   const { sor, audit, auth, keyring, clock, decisionState } = deps
@@ -87,8 +95,17 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       if (s?.tenantId === owned) return { kind: 'existing', tenantId: owned, maxScope: 'admin' }
     } else if (kind === 'apiKey') {
       const k = await auth.apiKey(bearer)
-      if (k && !k.dead && k.tenantId === owned)
-        return { kind: 'existing', tenantId: owned, maxScope: k.scope }
+      // A key on the sponsor's roster is no proof: it must not mint its way around the kill switch.
+      if (
+        k &&
+        !k.dead &&
+        k.tenantId === owned &&
+        (await deps.standing(owned, k.keyId)).kind === 'in_good_standing'
+      ) {
+        return k.scope === 'agent'
+          ? { kind: 'existing', tenantId: owned, maxScope: 'agent', pinnedPrincipal: k.principalId }
+          : { kind: 'existing', tenantId: owned, maxScope: 'admin' }
+      }
     }
     return fail(ERRORS.proofRequired)
   }
@@ -157,6 +174,10 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       const scope: KeyScope = input.scope ?? (target.kind === 'existing' ? target.maxScope : 'admin')
       if (target.kind === 'existing' && target.maxScope === 'agent' && scope !== 'agent')
         fail(ERRORS.insufficientScope)
+      const pinned = target.kind === 'existing' ? target.pinnedPrincipal : undefined
+      if (pinned !== undefined && input.principalId !== undefined && input.principalId !== pinned)
+        fail(ERRORS.insufficientScope)
+      const principalId = pinned ?? input.principalId
 
       const apiKey = newApiKey()
       const keyId = newId('key')
@@ -172,7 +193,8 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
           tenantId = newId('tenant')
           await stores.tenants.create({
             id: tenantId,
-            name: input.tenantName ?? email,
+            // Not the email itself: agents of the tenant can read the name (GET /v1/me).
+            name: input.tenantName ?? (email.split('@')[1] as string),
             createdAt: at,
             sponsorHash: hashSecret(sponsorToken as string),
           })
@@ -184,7 +206,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
           await stores.tenants.claimEmail(email, tenantId, at)
         }
         await stores.tenants.bumpVersion(tenantId)
-        const principal = await attachPrincipal(stores, tenantId, input.principalId, at, receipts)
+        const principal = await attachPrincipal(stores, tenantId, principalId, at, receipts)
         await stores.keys.create({
           id: keyId,
           tenantId,
@@ -212,10 +234,18 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
         await audit.appendWith(stores, receipts)
         return { tenantId, principalId: principal.id }
       })
-      await deps.keyIndex
-        .indexKey(hashSecret(apiKey), { tenantId: result.tenantId, keyId })
-        .catch(() => fail(ERRORS.publishPending))
-      await decisionState.changed(result.tenantId)
+      try {
+        await deps.keyIndex.indexKey(hashSecret(apiKey), { tenantId: result.tenantId, keyId })
+        await decisionState.changed(result.tenantId)
+      } catch (err) {
+        // The key is committed and its secrets are shown only now, so never answer without
+        // them: the reconciler publishes the tenant and indexes the key; until then the
+        // tenant's checks fail closed.
+        deps.logger.warn(
+          { err, tenantId: result.tenantId },
+          'issued a key before its publish; the reconciler will finish it',
+        )
+      }
 
       const out: IssuedKey = {
         apiKey,

@@ -95,6 +95,61 @@ for (const kind of API_BACKENDS) {
     })
 
     t.test(
+      "a key on the sponsor's roster is no proof, and an agent's proof pins its principal",
+      async (t) => {
+        const o = await api.newTenant()
+        const p = await api.post('/v1/principals', { name: 'agent-x' }, { bearer: o.apiKey })
+        const agent = await api.post(
+          '/v1/keys',
+          { email: o.email, scope: 'agent', principal_id: p.body.principalId },
+          { bearer: o.apiKey },
+        )
+        const minted = await api.post('/v1/keys', { email: o.email }, { bearer: agent.body.apiKey })
+        t.equal(minted.status, 201)
+        t.equal(
+          minted.body.principalId,
+          p.body.principalId,
+          "an agent's new key stays on its own principal, not default",
+        )
+        t.equal(minted.body.scope, 'agent')
+        const elsewhere = await api.post(
+          '/v1/keys',
+          { email: o.email, principal_id: o.principalId },
+          { bearer: agent.body.apiKey },
+        )
+        t.same(
+          [elsewhere.status, elsewhere.body.code],
+          [403, 'insufficient_scope'],
+          'nor onto another principal',
+        )
+        for (const target of [
+          { keyId: agent.body.keyId },
+          { principalId: p.body.principalId },
+          { all: true },
+        ]) {
+          await api.post('/v1/revoke', target, { bearer: o.sponsorToken })
+          const barred = await api.post(
+            '/v1/keys',
+            { email: o.email, scope: 'agent' },
+            { bearer: agent.body.apiKey },
+          )
+          t.same(
+            [barred.status, barred.body.code],
+            [409, 'proof_required'],
+            `revoked (${Object.keys(target)[0]}): cannot mint around the kill switch`,
+          )
+          await api.post('/v1/reinstate', target, { bearer: o.sponsorToken })
+        }
+      },
+    )
+
+    t.test('the tenant name defaults to the email domain, never the address', async (t) => {
+      const r = await api.post('/v1/keys', { email: 'Private.Person@corp.example' })
+      const me = await api.get('/v1/me', { bearer: r.body.apiKey })
+      t.equal(me.body.tenantName, 'corp.example')
+    })
+
+    t.test(
       'invites join the tenant; a new code rotates the old one; codes expire after 7 days',
       async (t) => {
         const owner = await api.newTenant()

@@ -98,6 +98,10 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       }
     },
 
+    async invalidate(tenantId) {
+      snapshots.delete(tenantId)
+    },
+
     async seedQuota(tenantId, keyId, period, used) {
       const k = quotaKey(tenantId, keyId, period)
       if (!quota.has(k)) quota.set(k, used)

@@ -12,5 +12,8 @@ export interface ReceiptStore {
   get(tenantId: string, receiptId: string): Promise<Receipt | null>
   list(tenantId: string, afterSeq: number, limit: number): Promise<Receipt[]>
   /** CHECK receipts per tenant and key since a time: what the quota counters must be at least. */
-  checkCountsSince(sinceSeconds: number): Promise<{ tenantId: string; keyId: string; count: number }[]>
+  checkCountsSince(
+    sinceSeconds: number,
+    tenantId?: string,
+  ): Promise<{ tenantId: string; keyId: string; count: number }[]>
 }

@@ -59,6 +59,11 @@ export interface HotStore extends QuotaCounter {
   commit(req: CommitRequest): Promise<CommitResult>
   /** Gives back a committed quota unit and grant when the API could not make its receipt durable. */
   release(tenantId: string, quota: QuotaCharge | null, grantId: string | null): Promise<void>
+  /**
+   * Forgets the tenant's snapshot and version, so every commit for it fails as stale until a
+   * new snapshot is published: what a change that could not be published leaves behind.
+   */
+  invalidate(tenantId: string): Promise<void>
   /** Sets a counter only if the store has none (after a restart or a data loss). */
   seedQuota(tenantId: string, keyId: string, period: string, used: number): Promise<void>
   /** Lets a proxy find its tenant and key from its API key's hash, without Postgres. */

@@ -68,7 +68,7 @@ export interface KeyStore {
   get(tenantId: string, id: string): Promise<ApiKey | null>
   liveKeysOfPrincipal(tenantId: string, principalId: string): Promise<ApiKey[]>
   /** Every key's hash with its tenant and id, to rebuild the proxies' key index. */
-  indexEntries(): Promise<{ secretHash: string; tenantId: string; keyId: string }[]>
+  indexEntries(tenantId?: string): Promise<{ secretHash: string; tenantId: string; keyId: string }[]>
   /** Revokes the given live keys; returns the ids actually revoked (already-revoked ones are skipped). */
   revoke(tenantId: string, keyIds: string[], at: number, reason: string | null): Promise<string[]>
 }

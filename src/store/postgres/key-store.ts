@@ -67,10 +67,10 @@ export function createKeyStore(sql: SqlHandle): KeyStore {
                                        order by created_at, id`
       return rows.map(toKey)
     },
-    async indexEntries() {
-      const rows = await sql<
-        { secret_hash: string; tenant_id: string; id: string }[]
-      >`select secret_hash, tenant_id, id from api_keys`
+    async indexEntries(tenantId) {
+      const rows = await sql<{ secret_hash: string; tenant_id: string; id: string }[]>`
+        select secret_hash, tenant_id, id from api_keys
+        ${tenantId === undefined ? sql`` : sql`where tenant_id = ${tenantId}`}`
       return rows.map((r) => ({ secretHash: r.secret_hash, tenantId: r.tenant_id, keyId: r.id }))
     },
     async revoke(tenantId, keyIds, at, reason) {

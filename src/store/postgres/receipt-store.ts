@@ -96,10 +96,11 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
                                            order by seq limit ${limit}`
       return rows.map(receiptFromRow)
     },
-    async checkCountsSince(sinceSeconds) {
+    async checkCountsSince(sinceSeconds, tenantId) {
       const rows = await sql<{ tenant_id: string; key_id: string; n: number }[]>`
         select tenant_id, key_id, count(*)::int as n from receipts
         where kind = 'CHECK' and created_at >= ${sinceSeconds} and key_id is not null
+          ${tenantId === undefined ? sql`` : sql`and tenant_id = ${tenantId}`}
         group by tenant_id, key_id`
       return rows.map((r) => ({ tenantId: r.tenant_id, keyId: r.key_id, count: r.n }))
     },

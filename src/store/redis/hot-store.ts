@@ -247,6 +247,10 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       )
     },
 
+    async invalidate(tenantId) {
+      await r.del(k.ver(tenantId), k.snap(tenantId))
+    },
+
     async seedQuota(tenantId, keyId, period, used) {
       await r.set(k.quota(tenantId, keyId, period), String(used), 'EX', QUOTA_TTL_SECONDS, 'NX')
     },
