@@ -33,7 +33,7 @@ import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
 import { executeRoutes } from './execute.js'
 import { installErrorHandling } from './http/errors.js'
-import { installJsonBodyParser } from './http/json-body.js'
+import { installJsonBodyParser, installUrlGuard } from './http/json-body.js'
 import { keysRoutes } from './keys.js'
 import { meRoutes } from './me.js'
 import { policiesRoutes } from './policies.js'
@@ -103,6 +103,7 @@ export async function buildControlApp(
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)
   installJsonBodyParser(app, BODY_LIMIT_BYTES)
+  installUrlGuard(app)
   installErrorHandling(app)
 
   app.addHook('onResponse', async (req, reply) => {
