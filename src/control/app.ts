@@ -12,6 +12,7 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod'
 import type { ApprovalService } from '../actions/approval-service.js'
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Clock } from '../core/clock.js'
 import { ERRORS } from '../core/errors.js'
 import type { CheckService } from '../decision/check-service.js'
@@ -62,6 +63,8 @@ export interface ControlServices {
   sandbox: SandboxService
   /** Receipts read side, stream, checkpoints, badge and manifests. */
   auditServices: AuditServices
+  /** The append interface, for routes that record their own changes (badge tokens). */
+  auditLog: AuditLog
   execute: ExecuteService
   approvals: ApprovalService
 }

@@ -1,5 +1,6 @@
 import type { KeyObject } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Checkpointer } from '../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
 import type { Clock } from '../core/clock.js'
@@ -31,7 +32,13 @@ export interface AuditServices {
 export async function registerAuditRoutes(
   app: FastifyInstance,
   audit: AuditServices,
-  s: { sor: SystemOfRecord; auth: Authenticator; rateLimits: RateLimitStore; clock: Clock },
+  s: {
+    sor: SystemOfRecord
+    auth: Authenticator
+    rateLimits: RateLimitStore
+    clock: Clock
+    auditLog: AuditLog
+  },
 ): Promise<void> {
   await app.register(
     receiptsRoutes({
@@ -49,6 +56,7 @@ export async function registerAuditRoutes(
   await app.register(
     badgeRoutes({
       auth: s.auth,
+      audit: s.auditLog,
       badges: audit.badgeTokens,
       reader: audit.reader,
       rateLimits: s.rateLimits,

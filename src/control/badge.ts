@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
+import type { AuditLog } from '../audit/audit-log.js'
 import { renderBadgeSvg } from '../badge/badge-svg.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { classifyCredential, newBadgeToken } from '../core/credentials.js'
@@ -7,6 +8,8 @@ import { ERRORS, fail } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { digestsEqual, hashSecret } from '../core/secret-hash.js'
 import type { Authenticator } from '../identity/authenticator.js'
+import { actorOf } from '../identity/caller.js'
+import { credentialReceipt } from '../identity/credential-receipt.js'
 import type { BadgeTokenStore } from '../store/ports/badge-tokens.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
@@ -18,6 +21,8 @@ const LABEL_RULES = 'at most 40 characters of A-Z a-z 0-9, space, underscore, pe
 
 export interface BadgeDeps {
   auth: Authenticator
+  /** Badge tokens are credentials: issuing and revoking one is on record. */
+  audit: AuditLog
   badges: BadgeTokenStore
   reader: ReceiptReader
   rateLimits: RateLimitStore
@@ -68,16 +73,29 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
         onRequest: admin,
       },
       async (req, reply) => {
-        const { tenantId } = keyCaller(req)
+        const caller = keyCaller(req)
+        const { tenantId } = caller
         const label = req.body?.label ?? ''
         const badgeToken = newBadgeToken()
-        await deps.badges.create({
-          id: newId('badge'),
-          tenantId,
-          tokenHash: hashSecret(badgeToken),
-          label,
-          createdAt: nowSeconds(deps.clock),
-        })
+        const tokenHash = hashSecret(badgeToken)
+        const at = nowSeconds(deps.clock)
+        await deps.badges.create({ id: newId('badge'), tenantId, tokenHash, label, createdAt: at })
+        try {
+          await deps.audit.append([
+            credentialReceipt({
+              tenantId,
+              kind: 'CREDENTIAL_ISSUED',
+              credential: 'badge_token',
+              at,
+              actor: actorOf(caller),
+              keyId: caller.keyId,
+            }),
+          ])
+        } catch (err) {
+          // Not on record, so not issued.
+          await deps.badges.revoke(tenantId, tokenHash, at).catch(() => {})
+          throw err
+        }
         const base = (deps.publicUrl ?? `${req.protocol}://${req.host}`).replace(/\/+$/, '')
         const badgeUrl = `${base}/v1/badge/${badgeToken}.svg`
         return reply.code(201).send({
@@ -101,12 +119,23 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
         onRequest: admin,
       },
       async (req, reply) => {
-        const { tenantId } = keyCaller(req)
+        const caller = keyCaller(req)
+        const { tenantId } = caller
         const { token } = req.params
+        const at = nowSeconds(deps.clock)
         const revoked =
-          classifyCredential(token) === 'badge' &&
-          (await deps.badges.revoke(tenantId, hashSecret(token), nowSeconds(deps.clock)))
+          classifyCredential(token) === 'badge' && (await deps.badges.revoke(tenantId, hashSecret(token), at))
         if (!revoked) fail(ERRORS.badgeNotFound)
+        await deps.audit.append([
+          credentialReceipt({
+            tenantId,
+            kind: 'CREDENTIAL_REVOKED',
+            credential: 'badge_token',
+            at,
+            actor: actorOf(caller),
+            keyId: caller.keyId,
+          }),
+        ])
         return reply.code(204).send()
       },
     )

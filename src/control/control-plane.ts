@@ -210,6 +210,7 @@ export async function createControlPlane(
     const execute = createExecuteService({ sor, audit, gate, clock, keyring, systems, upstream, logger })
     const services = {
       auditServices: auditTrail.services,
+      auditLog: audit,
       sor,
       auth,
       clock,

@@ -15,6 +15,10 @@ export const RECEIPT_KINDS = [
   'ACTION_STAGED',
   'ACTION_APPROVED',
   'KEY_ISSUED',
+  // Added to contract §5: changes to the other credentials (sponsor token, TOTP, invite
+  // codes, badge tokens) are administrative changes, so they are on record too.
+  'CREDENTIAL_ISSUED',
+  'CREDENTIAL_REVOKED',
 ] as const
 
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number]

@@ -17,7 +17,8 @@ import { newTotpEnrolment } from '../security/totp.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { Authenticator } from './authenticator.js'
-import type { KeyCaller } from './caller.js'
+import { actorOf, type KeyCaller } from './caller.js'
+import { credentialReceipt } from './credential-receipt.js'
 import { ensureDefaultPrincipal } from './default-principal.js'
 
 export const INVITE_TTL_SECONDS = 7 * 24 * 3600
@@ -269,19 +270,56 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       const code = newInviteCode()
       const createdAt = nowSeconds(clock)
       const expiresAt = createdAt + INVITE_TTL_SECONDS
-      await sor.stores.invites.rotate(caller.tenantId, hashSecret(code), createdAt, expiresAt)
+      await sor.transaction(async (stores) => {
+        await stores.invites.rotate(caller.tenantId, hashSecret(code), createdAt, expiresAt)
+        await audit.appendWith(stores, [
+          credentialReceipt({
+            tenantId: caller.tenantId,
+            kind: 'CREDENTIAL_ISSUED',
+            credential: 'invite_code',
+            at: createdAt,
+            actor: actorOf(caller),
+            keyId: caller.keyId,
+            detail: { expiresAt, replacesPrevious: true },
+          }),
+        ])
+      })
       return { inviteCode: code, tenantId: caller.tenantId, expiresAt }
     },
 
     async enrolTotp(tenantId, label) {
       const e = await enrolmentFor(label)
-      await sor.transaction((stores) => storeEnrolment(stores, tenantId, e))
+      await sor.transaction(async (stores) => {
+        await storeEnrolment(stores, tenantId, e)
+        await audit.appendWith(stores, [
+          credentialReceipt({
+            tenantId,
+            kind: 'CREDENTIAL_ISSUED',
+            credential: 'totp',
+            at: nowSeconds(clock),
+            actor: { type: 'sponsor' },
+            detail: { backupCodes: e.backupCodes.length, replacesPrevious: true },
+          }),
+        ])
+      })
       return { secret: e.enrolment.secret, otpauthUrl: e.enrolment.otpauthUrl, backupCodes: e.backupCodes }
     },
 
     async rotateSponsorToken(tenantId) {
       const token = newSponsorToken()
-      await sor.stores.tenants.setSponsorHash(tenantId, hashSecret(token))
+      await sor.transaction(async (stores) => {
+        await stores.tenants.setSponsorHash(tenantId, hashSecret(token))
+        await audit.appendWith(stores, [
+          credentialReceipt({
+            tenantId,
+            kind: 'CREDENTIAL_ISSUED',
+            credential: 'sponsor_token',
+            at: nowSeconds(clock),
+            actor: { type: 'sponsor' },
+            detail: { replacesPrevious: true },
+          }),
+        ])
+      })
       return token
     },
   }
