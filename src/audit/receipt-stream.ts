@@ -11,6 +11,8 @@ export interface ReceiptStreamDeps {
   logger: { warn(obj: object, msg: string): void }
   /** Receipts read per query. */
   pageSize?: number
+  /** Asked at every keepalive: a stream must not outlive its credential (a revoked key, say). */
+  stillAuthorized?: () => Promise<boolean>
 }
 
 export interface ReceiptStream {
@@ -52,7 +54,22 @@ export function startReceiptStream(
   res.write('retry: 1000\n: stream open\n\n')
 
   const keepalive = setInterval(() => {
-    if (!stopped) res.write(': keepalive\n\n')
+    if (stopped) return
+    if (!deps.stillAuthorized) {
+      res.write(': keepalive\n\n')
+      return
+    }
+    deps.stillAuthorized().then(
+      (ok) => {
+        if (stopped) return
+        if (ok) res.write(': keepalive\n\n')
+        else res.end()
+      },
+      // Cannot tell (a store blip): keep the stream, ask again next time.
+      () => {
+        if (!stopped) res.write(': keepalive\n\n')
+      },
+    )
   }, deps.keepaliveMs)
   const unsubscribe = deps.wakeups.subscribe(tenantId, (headSeq) => {
     if (headSeq === null || headSeq > cursor) void pump()

@@ -9,6 +9,7 @@ import { createStepUpVerifier } from '../actions/step-up-verifier.js'
 import { type AuditTrail, createAuditTrail } from '../audit/audit-trail.js'
 import { persistDurable } from '../audit/persist-durable.js'
 import { createReceiptDrain, type ReceiptDrain } from '../audit/receipt-drain.js'
+import { ConfigError } from '../config/load.js'
 import type { Settings } from '../config/schema.js'
 import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
 import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
@@ -66,6 +67,14 @@ export interface ControlPlane {
   close(): Promise<void>
 }
 
+/** A backing server that cannot be reached at start-up: one line naming the setting. */
+function unreachable(setting: string, err: Error): ConfigError {
+  const e = err as NodeJS.ErrnoException
+  return new ConfigError(
+    `invalid setting ${setting}: cannot connect (${e.code ?? (e.message || 'error').split('\n')[0]})`,
+  )
+}
+
 /** What tests (and nothing else) may hand in instead of building it from settings. */
 export interface ControlPlaneOverrides {
   database?: Database
@@ -110,7 +119,11 @@ export async function createControlPlane(
     cleanups.length = 0
   }
   try {
-    const database = overrides.database ?? (await openDatabase(target))
+    const database =
+      overrides.database ??
+      (await openDatabase(target).catch((err: Error) => {
+        throw unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
+      }))
     if (!overrides.database) cleanups.push(() => database.close())
     await migrate(database.sql)
     const sor = createSystemOfRecord(database)
@@ -138,8 +151,12 @@ export async function createControlPlane(
         redis?.disconnect()
         subscriber.disconnect()
       })
-      await redis.connect()
-      await subscriber.connect()
+      await redis.connect().catch((err: Error) => {
+        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
+      })
+      await subscriber.connect().catch((err: Error) => {
+        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
+      })
       rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
       hot ??= createRedisHotStore({
         redis,

@@ -9,7 +9,7 @@ import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Receipt } from '../core/receipt.js'
-import type { Authenticator } from '../identity/authenticator.js'
+import { type Authenticator, bearerOf } from '../identity/authenticator.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
@@ -229,12 +229,17 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
       async (req, reply) => {
         const { tenantId } = keyCaller(req)
         const cursor = req.headers['last-event-id'] ?? req.query.since ?? 0
+        const bearer = bearerOf(req.headers.authorization)
         reply.hijack()
         const stream = startReceiptStream(reply.raw, tenantId, cursor, {
           reader: deps.reader,
           wakeups: deps.wakeups,
           keepaliveMs: deps.streamKeepaliveMs,
           logger: req.log,
+          stillAuthorized: async () => {
+            const c = await deps.auth.apiKey(bearer)
+            return c !== null && c.dead === null && c.scope === 'admin' && c.tenantId === tenantId
+          },
         })
         streams.add(stream)
         void stream.done.then(() => streams.delete(stream))

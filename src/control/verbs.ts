@@ -26,7 +26,9 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
       {
         schema: {
           summary: 'Register a custom verb (domain.action, stored lowercase)',
-          body: z.object({ name: z.string().max(256), description: z.string().max(500).optional() }).strict(),
+          body: z
+            .object({ name: z.string().max(4096), description: z.string().max(500).optional() })
+            .strict(),
           response: { 201: verbRecord },
         },
         onRequest: admin,
@@ -66,7 +68,7 @@ export function verbsRoutes(deps: { verbs: VerbService; auth: Authenticator }): 
           summary: 'Rename (leaving a deprecated alias and migrating policies) or redescribe a custom verb',
           params: nameParams,
           body: z
-            .object({ name: z.string().max(256).optional(), description: z.string().max(500).optional() })
+            .object({ name: z.string().max(4096).optional(), description: z.string().max(500).optional() })
             .strict()
             .nullish(),
           response: { 200: verbRecord },

@@ -190,7 +190,8 @@ export function createPrincipalService(deps: {
         }
         return { view: principalView(after, await stores.principals.keyCount(principalId)), changed }
       })
-      if (changed) await decisionState.changed(caller.tenantId)
+      // The tenant version moved with the lock even if nothing changed: publish it either way.
+      await decisionState.changed(caller.tenantId)
       return view
     },
 

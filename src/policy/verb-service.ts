@@ -151,6 +151,9 @@ export function createVerbService(deps: {
 
     async update(caller, rawName, patch) {
       if (patch.name === undefined && patch.description === undefined) fail(ERRORS.nothingToUpdate)
+      // A deprecated or missing verb is 404 whatever the patch says, so look it up first.
+      const existing = await sor.stores.verbs.get(caller.tenantId, rawName)
+      if (existing?.status !== 'live') fail(ERRORS.verbNotFound)
       const newName = patch.name === undefined ? undefined : checkNewName(patch.name)
       return registryChange(caller, async (stores, at) => {
         const current = await stores.verbs.get(caller.tenantId, rawName)

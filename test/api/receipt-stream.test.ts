@@ -185,3 +185,37 @@ t.test('Postgres NOTIFY wakes streams only after a commit', async (t) => {
   await new Promise((r) => setTimeout(r, 200))
   t.same(woken, [null], 'one wake-up, for the committed transaction only')
 })
+
+t.test('a stream ends once its key is revoked: it does not outlive its credential', async (t) => {
+  const tcp = await startControlPlane(t, 'pglite-memory', {
+    settings: { audit: { streamKeepaliveSeconds: 1 } },
+  })
+  const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const o = await tcp.api.newTenant()
+  const second = await tcp.api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  const ended = new Promise<string>((resolve, reject) => {
+    const req = request(
+      new URL('/v1/receipts/stream?since=0', base),
+      { headers: { authorization: `Bearer ${second.body.apiKey}` } },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => {
+          text += c
+        })
+        res.on('end', () => resolve(text))
+        res.on('error', reject)
+      },
+    )
+    req.setTimeout(30_000, () => {
+      req.destroy()
+      reject(new Error('the stream was not ended after the revoke'))
+    })
+    req.end()
+  })
+  await new Promise((r) => setTimeout(r, 300))
+  await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+  const text = await ended
+  t.match(text, /retry: 1000/, 'the stream had started')
+  t.pass('the server ended the stream')
+})

@@ -166,6 +166,16 @@ for (const kind of API_BACKENDS) {
           404,
           '…or redescribed',
         )
+        t.equal(
+          (await api.patch('/v1/verbs/ops.deploy', { name: 'BAD' }, { bearer: o.apiKey })).status,
+          404,
+          '…even with an invalid new name',
+        )
+        t.equal(
+          (await api.post('/v1/verbs', { name: `a.${'b'.repeat(300)}` }, { bearer: o.apiKey })).body.code,
+          'invalid_name',
+          'a long name breaks the name rules',
+        )
 
         // A second rename flattens the alias chain.
         await api.patch('/v1/verbs/ops.release', { name: 'ops.ship' }, { bearer: o.apiKey })

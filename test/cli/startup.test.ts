@@ -42,6 +42,18 @@ t.test('a bad setting stops start-up with exactly one line naming it', async (t)
   }
 })
 
+t.test('an unreachable Redis or database at start names the setting, in one line', async (t) => {
+  const redis = run(['start'], {
+    WRITEGATE_DATABASE_URL: 'memory://',
+    WRITEGATE_REDIS_URL: 'redis://127.0.0.1:1',
+    WRITEGATE_PORT: '0',
+  })
+  t.equal(redis.code, 1)
+  t.match(redis.stderr, /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): cannot connect/)
+  t.equal(redis.stderr.split('\n').length, 1)
+  t.equal(redis.stdout, '', 'nothing else is printed')
+})
+
 t.test('an unreachable database is one line too', async (t) => {
   const r = run(['migrate'], { WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none' })
   t.equal(r.code, 1)

@@ -265,3 +265,21 @@ t.test('hot store contract: real Redis', async (t) => {
     t.same(untagged, [])
   })
 })
+
+t.test('redis: draining a tenant that never queued anything creates nothing', async (t) => {
+  const tr = await openTestRedis()
+  const opts = { url: tr.url, keyPrefix: tr.prefix }
+  const redis = connectRedis(opts)
+  const subscriber = connectRedis(opts, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({ redis, subscriber, keyPrefix: tr.prefix, nowSeconds: now })
+  t.teardown(async () => {
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+    await tr.close()
+  })
+  t.same(await hot.receiptQueue?.read('ten_quiet', 'd1', 10), [])
+  t.same(await redis.keys(`${tr.prefix}*`), [], 'no stream or group was made for it')
+})

@@ -28,7 +28,13 @@ export function connectRedis(
     enableAutoPipelining: role === 'commands',
   })
   let lastLogged = 0
+  // Before the first connection, a failure is the start-up's to report (one line).
+  let wasReady = false
+  redis.once('ready', () => {
+    wasReady = true
+  })
   redis.on('error', (err: Error) => {
+    if (!wasReady) return
     const now = Date.now()
     if (now - lastLogged < 10_000) return
     lastLogged = now

@@ -113,6 +113,8 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       return r.smembers(k.dirty)
     },
     async read(tenantId, consumer, count) {
+      // A sweep visits every tenant: never create streams (and groups) for tenants without one.
+      if (!groupsMade.has(tenantId) && (await r.exists(k.stream(tenantId))) === 0) return []
       await ensureGroup(tenantId)
       // First anything a crashed drainer left unacknowledged, then new entries.
       const claimed = (await r.xautoclaim(
