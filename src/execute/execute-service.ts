@@ -131,13 +131,6 @@ export function createExecuteService(deps: {
         { issues: [{ path: 'leaseId', message: 'send exactly one of leaseId or token' }] },
         { message: 'invalid body: send exactly one of leaseId or token' },
       )
-    // Bad input is refused before any lease is looked at (no receipt, lease untouched).
-    if (!(UPSTREAM_METHODS as readonly string[]).includes(input.method))
-      fail(
-        ERRORS.invalidRequest,
-        { issues: [{ path: 'method', message: `must be one of ${UPSTREAM_METHODS.join(', ')}` }] },
-        { message: `invalid body: method: must be one of ${UPSTREAM_METHODS.join(', ')}` },
-      )
     if (input.replay) {
       const { bytes, contentType } = input.replay
       return {
@@ -268,6 +261,12 @@ export function createExecuteService(deps: {
       if (lease.expiresAt <= at) return refuse('lease_expired', lease)
       if (lease.systemId !== req.system.systemId || !digestsEqual(lease.binding, req.binding))
         return refuse('lease_mismatch', lease)
+      if (!(UPSTREAM_METHODS as readonly string[]).includes(req.method))
+        fail(
+          ERRORS.invalidRequest,
+          { issues: [{ path: 'method', message: `must be one of ${UPSTREAM_METHODS.join(', ')}` }] },
+          { message: `invalid body: method: must be one of ${UPSTREAM_METHODS.join(', ')}` },
+        )
 
       // 3. Standing, linearizable with the kill switch: the lease's key and the caller's key.
       const keyIds = [...new Set([lease.keyId, caller.keyId])]

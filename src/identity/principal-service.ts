@@ -157,7 +157,7 @@ export function createPrincipalService(deps: {
     async update(caller, principalId, patch) {
       if (patch.name === undefined && patch.disabled === undefined) fail(ERRORS.nothingToUpdate)
       if (patch.name !== undefined) checkName(patch.name)
-      const { view, changed } = await sor.transaction(async (stores) => {
+      const view = await sor.transaction(async (stores) => {
         const at = nowSeconds(clock)
         const before = await lockLive(stores, caller, principalId)
         const changes: Record<string, { from: unknown; to: unknown }> = {}
@@ -173,8 +173,7 @@ export function createPrincipalService(deps: {
           changes.disabled = { from: before.disabled, to: patch.disabled }
           after = { ...after, disabled: patch.disabled }
         }
-        const changed = Object.keys(changes).length > 0
-        if (changed) {
+        if (Object.keys(changes).length > 0) {
           await audit.appendWith(stores, [
             draft({
               receiptId: newId('receipt'),
@@ -188,7 +187,7 @@ export function createPrincipalService(deps: {
             }),
           ])
         }
-        return { view: principalView(after, await stores.principals.keyCount(principalId)), changed }
+        return principalView(after, await stores.principals.keyCount(principalId))
       })
       // The tenant version moved with the lock even if nothing changed: publish it either way.
       await decisionState.changed(caller.tenantId)
