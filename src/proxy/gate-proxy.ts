@@ -23,6 +23,7 @@ import { sendJson } from './proxy-responses.js'
 import { resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
+import { enrolledFor } from './system-tenancy.js'
 
 /** Headers an agent may not pass upstream: its own credentials, and writegate's own. */
 const STRIPPED = ['authorization', 'proxy-authorization', 'x-writegate-grant', 'proxy-connection']
@@ -352,15 +353,41 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     }
   }
 
+  function failClosedNoIdentity(res: ServerResponse): void {
+    metrics.gateEvents.failedClosed({ reason: 'no_identity' })
+    sendJson(
+      res,
+      503,
+      { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
+      { connection: 'close' },
+    )
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now()
     const url = req.url ?? '/'
     if (url === '/healthz') return sendJson(res, 200, { ok: true })
     if (url === '/readyz')
       return (await api.ready()) ? sendJson(res, 200, { ready: true }) : sendJson(res, 503, { ready: false })
-    const target = resolveTarget(req, table)
+    const tenant = deps.identity()
+    const target = resolveTarget(req, table, tenant?.tenantId ?? null)
     if (!target.ok)
       return sendJson(res, target.status, { error: target.error, code: target.code }, { connection: 'close' })
+    // Another tenant's system is not ours to reach, not even for an ungated read: it would go
+    // out with that tenant's credential. Until the key resolves, whose it is cannot be told.
+    if (target.system.system.tenantId !== undefined) {
+      if (!tenant) return failClosedNoIdentity(res)
+      if (!enrolledFor(target.system.system, tenant.tenantId))
+        return sendJson(
+          res,
+          403,
+          {
+            error: `${target.system.system.systemId} is not enrolled for this proxy's tenant`,
+            code: 'not_enrolled',
+          },
+          { connection: 'close' },
+        )
+    }
     const method = req.method ?? 'GET'
     const route = table.match(target.system, method, target.path)
     if (!route) {
@@ -377,16 +404,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         { connection: 'close' },
       )
     }
-    const tenant = deps.identity()
-    if (!tenant) {
-      metrics.gateEvents.failedClosed({ reason: 'no_identity' })
-      return sendJson(
-        res,
-        503,
-        { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
-        { connection: 'close' },
-      )
-    }
+    if (!tenant) return failClosedNoIdentity(res)
     await gated(
       req,
       res,

@@ -39,6 +39,8 @@ export function createProxyIdentity(deps: {
   retryMs?: number
   /** Whether the route table enrols any system (a missing key only matters then). */
   hasRoutes: boolean
+  /** Called once, when the key resolves. */
+  onResolved?: (ref: KeyRef) => void
 }) {
   let ref: KeyRef | null = null
   let timer: NodeJS.Timeout | undefined
@@ -48,7 +50,10 @@ export function createProxyIdentity(deps: {
     if (!hash || ref || stopped) return
     try {
       ref = await deps.hot.resolveKey(hash)
-      if (ref) deps.logger.info({ tenantId: ref.tenantId, keyId: ref.keyId }, 'proxy identity resolved')
+      if (ref) {
+        deps.logger.info({ tenantId: ref.tenantId, keyId: ref.keyId }, 'proxy identity resolved')
+        deps.onResolved?.(ref)
+      }
     } catch (err) {
       deps.logger.warn({ err }, 'cannot resolve the proxy key yet; will retry')
     }
