@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import type { ProxySystem, RouteTable } from './route-table.js'
-import { isSafeUpstreamPath } from './safe-path.js'
+import { unsafePathProblem } from './safe-path.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'
 
@@ -82,13 +82,7 @@ export function resolveTarget(
       mode = 'transparent'
     }
   }
-  if (!isSafeUpstreamPath(path)) {
-    return {
-      ok: false,
-      status: 400,
-      error: 'refused path: dot segments, encoded slashes and backslashes are not allowed',
-      code: 'unsafe_path',
-    }
-  }
+  const problem = unsafePathProblem(path)
+  if (problem) return { ok: false, status: 400, error: `refused path: ${problem}`, code: 'unsafe_path' }
   return { ok: true, system, path, mode }
 }

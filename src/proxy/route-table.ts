@@ -80,7 +80,11 @@ export class RouteTable {
     return (tenantId ? candidates.find((s) => enrolledFor(s.system, tenantId)) : undefined) ?? candidates[0]
   }
 
-  /** The verb (and target) a request maps to, or null for an unmapped request. */
+  /**
+   * The verb (and target) a request maps to, or null for an unmapped request: the first route,
+   * in file order, whose method and pattern match. Patterns compare leniently (any case, one
+   * trailing slash), so two routes may both match; the earlier one decides.
+   */
   match(s: ProxySystem, method: string, path: string): RouteMatch | null {
     const bare = path.split('?')[0] as string
     for (const r of s.routes) {
