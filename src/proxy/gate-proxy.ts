@@ -19,14 +19,24 @@ import type { Metrics } from '../observability/metrics.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
 import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
 import { stripHopByHop } from './hop-by-hop.js'
+import { OVERRIDE_HEADERS } from './method-override.js'
 import { sendJson } from './proxy-responses.js'
 import { resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 import { enrolledFor } from './system-tenancy.js'
 
-/** Headers an agent may not pass upstream: its own credentials, and writegate's own. */
-const STRIPPED = ['authorization', 'proxy-authorization', 'x-writegate-grant', 'proxy-connection']
+/**
+ * Headers an agent may not pass upstream: its own credentials, writegate's own, and any that
+ * would make the upstream run another method or path than the one decided.
+ */
+const STRIPPED = [
+  'authorization',
+  'proxy-authorization',
+  'x-writegate-grant',
+  'proxy-connection',
+  ...OVERRIDE_HEADERS,
+]
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
 

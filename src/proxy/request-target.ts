@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import { carriesMethodOverride } from './method-override.js'
 import type { ProxySystem, RouteTable } from './route-table.js'
 import { unsafePathProblem } from './safe-path.js'
 
@@ -84,5 +85,12 @@ export function resolveTarget(
   }
   const problem = unsafePathProblem(path)
   if (problem) return { ok: false, status: 400, error: `refused path: ${problem}`, code: 'unsafe_path' }
+  if (carriesMethodOverride(path))
+    return {
+      ok: false,
+      status: 400,
+      error: 'a _method query parameter (method override) is not allowed',
+      code: 'method_override',
+    }
   return { ok: true, system, path, mode }
 }
