@@ -38,6 +38,8 @@ const STRIPPED = [
   ...OVERRIDE_HEADERS,
 ]
 export const GRANT_HEADER = 'x-writegate-grant'
+/** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
+const CLOSE_GRACE_MS = 2000
 export const RECEIPT_HEADER = 'x-writegate-receipt'
 
 export interface GateProxyDeps {
@@ -424,8 +426,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     )
   }
 
+  /** Sockets handed to CONNECT tunnels: the HTTP server no longer tracks them, but close() waits for them. */
+  const tunnels = new Set<Socket>()
+
   /** CONNECT makes an opaque tunnel: refused unless the host is on the ungated pass-through list. */
   function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    tunnels.add(socket)
+    socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
     const [host, port] = authority.split(':')
     const allowed = table.passthrough.has(authority) || (port === '443' && table.passthrough.has(host ?? ''))
@@ -452,6 +459,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     }
     upstream.on('error', kill)
     socket.on('error', kill)
+    socket.once('close', () => upstream.destroy())
   }
 
   const server = createServer((req, res) => {
@@ -487,8 +495,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       return snap !== null
     },
     async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-      server.closeAllConnections?.()
+      // Idle keep-alive connections go at once; a request still in flight (a slow upstream, a
+      // long upload) gets a short grace, then its connection is cut so shutdown cannot hang.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      const grace = setTimeout(() => {
+        server.closeAllConnections()
+        for (const socket of tunnels) socket.destroy()
+      }, CLOSE_GRACE_MS)
+      await closed
+      clearTimeout(grace)
       proxy.close()
     },
   }
