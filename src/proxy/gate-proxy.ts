@@ -244,7 +244,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           )
           return
         }
-        throw err
+        // Anything else is the client's socket failing (it went away mid-body): not our error,
+        // and there is no one to answer.
+        logger.info(
+          { err, system: g.system.system.systemId },
+          'client went away before its request body was read',
+        )
+        res.destroy()
+        return
       }
     }
     const method = req.method ?? 'GET'
@@ -465,6 +472,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'proxy request failed')
+      if (req.socket.destroyed) return // no one to tell
       sendJson(
         res,
         503,
