@@ -93,6 +93,9 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
     stripHopByHop(proxyRes.headers)
+    // The agent reads this header as writegate's word that a decision was made; an upstream
+    // (answering an ungated read, say) cannot speak for writegate.
+    delete proxyRes.headers[RECEIPT_HEADER]
     if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
     if (r.wgStart !== undefined && r.wgSystem)
       metrics.observeUpstream(r.wgSystem.system.systemId, (performance.now() - r.wgStart) / 1000)
