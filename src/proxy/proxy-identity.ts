@@ -10,21 +10,21 @@ export function readProxyApiKey(
   file: string | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): string | null {
+  // A bad key is reported under the name of the setting it came from.
+  const source = file ? 'proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE)' : 'WRITEGATE_PROXY_API_KEY'
   let key: string | undefined
   if (file) {
     try {
       key = readFileSync(file, 'utf8').trim()
     } catch (err) {
       throw new ConfigError(
-        `invalid setting proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE): cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+        `invalid setting ${source}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
       )
     }
   } else key = env.WRITEGATE_PROXY_API_KEY?.trim()
   if (!key) return null
   if (classifyCredential(key) !== 'apiKey')
-    throw new ConfigError(
-      'invalid setting proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE): not a writegate API key (svc_…)',
-    )
+    throw new ConfigError(`invalid setting ${source}: not a writegate API key (svc_…)`)
   return key
 }
 
