@@ -28,7 +28,7 @@ import { enrolledFor } from './system-tenancy.js'
 
 /**
  * Headers an agent may not pass upstream: its own credentials, writegate's own, and any that
- * would make the upstream run another method or path than the one decided.
+ * would make the upstream see another method, path or host than the one decided.
  */
 const STRIPPED = [
   'authorization',
@@ -38,9 +38,9 @@ const STRIPPED = [
   ...OVERRIDE_HEADERS,
 ]
 export const GRANT_HEADER = 'x-writegate-grant'
+export const RECEIPT_HEADER = 'x-writegate-receipt'
 /** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
 const CLOSE_GRACE_MS = 2000
-export const RECEIPT_HEADER = 'x-writegate-receipt'
 
 export interface GateProxyDeps {
   table: RouteTable
@@ -436,7 +436,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     )
   }
 
-  /** Sockets handed to CONNECT tunnels: the HTTP server no longer tracks them, but close() waits for them. */
+  /** Sockets handed to the CONNECT handler: the HTTP server no longer tracks them, but close() waits for them. */
   const tunnels = new Set<Socket>()
 
   /** CONNECT makes an opaque tunnel: refused unless the host is on the ungated pass-through list. */
