@@ -70,7 +70,10 @@ const tool = z
 export const systemSchema = z
   .object({
     systemId: z.string().regex(/^sys_[A-Za-z0-9_-]{1,60}$/, { message: 'expected sys_<name>' }),
-    /** Required by the control plane (execute, actions); a proxy checks it against its key's tenant when set. */
+    /**
+     * Required by the control plane (execute, actions). When set, a proxy whose key belongs to
+     * another tenant treats the system as not enrolled (403 not_enrolled, never forwarded).
+     */
     tenantId: z
       .string()
       .regex(/^ten_[A-Za-z0-9]+$/)

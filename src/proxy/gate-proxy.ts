@@ -19,15 +19,28 @@ import type { Metrics } from '../observability/metrics.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
 import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
 import { stripHopByHop } from './hop-by-hop.js'
+import { OVERRIDE_HEADERS } from './method-override.js'
 import { sendJson } from './proxy-responses.js'
 import { resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
+import { enrolledFor } from './system-tenancy.js'
 
-/** Headers an agent may not pass upstream: its own credentials, and writegate's own. */
-const STRIPPED = ['authorization', 'proxy-authorization', 'x-writegate-grant', 'proxy-connection']
+/**
+ * Headers an agent may not pass upstream: its own credentials, writegate's own, and any that
+ * would make the upstream see another method, path or host than the one decided.
+ */
+const STRIPPED = [
+  'authorization',
+  'proxy-authorization',
+  'x-writegate-grant',
+  'proxy-connection',
+  ...OVERRIDE_HEADERS,
+]
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
+/** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
+const CLOSE_GRACE_MS = 2000
 
 export interface GateProxyDeps {
   table: RouteTable
@@ -80,6 +93,9 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
     stripHopByHop(proxyRes.headers)
+    // The agent reads this header as writegate's word that a decision was made; an upstream
+    // (answering an ungated read, say) cannot speak for writegate.
+    delete proxyRes.headers[RECEIPT_HEADER]
     if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
     if (r.wgStart !== undefined && r.wgSystem)
       metrics.observeUpstream(r.wgSystem.system.systemId, (performance.now() - r.wgStart) / 1000)
@@ -231,7 +247,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           )
           return
         }
-        throw err
+        // Anything else is the client's socket failing (it went away mid-body): not our error,
+        // and there is no one to answer.
+        logger.info(
+          { err, system: g.system.system.systemId },
+          'client went away before its request body was read',
+        )
+        res.destroy()
+        return
       }
     }
     const method = req.method ?? 'GET'
@@ -352,15 +375,41 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     }
   }
 
+  function failClosedNoIdentity(res: ServerResponse): void {
+    metrics.gateEvents.failedClosed({ reason: 'no_identity' })
+    sendJson(
+      res,
+      503,
+      { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
+      { connection: 'close' },
+    )
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now()
     const url = req.url ?? '/'
     if (url === '/healthz') return sendJson(res, 200, { ok: true })
     if (url === '/readyz')
       return (await api.ready()) ? sendJson(res, 200, { ready: true }) : sendJson(res, 503, { ready: false })
-    const target = resolveTarget(req, table)
+    const tenant = deps.identity()
+    const target = resolveTarget(req, table, tenant?.tenantId ?? null)
     if (!target.ok)
       return sendJson(res, target.status, { error: target.error, code: target.code }, { connection: 'close' })
+    // Another tenant's system is not ours to reach, not even for an ungated read: it would go
+    // out with that tenant's credential. Until the key resolves, whose it is cannot be told.
+    if (target.system.system.tenantId !== undefined) {
+      if (!tenant) return failClosedNoIdentity(res)
+      if (!enrolledFor(target.system.system, tenant.tenantId))
+        return sendJson(
+          res,
+          403,
+          {
+            error: `${target.system.system.systemId} is not enrolled for this proxy's tenant`,
+            code: 'not_enrolled',
+          },
+          { connection: 'close' },
+        )
+    }
     const method = req.method ?? 'GET'
     const route = table.match(target.system, method, target.path)
     if (!route) {
@@ -377,16 +426,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         { connection: 'close' },
       )
     }
-    const tenant = deps.identity()
-    if (!tenant) {
-      metrics.gateEvents.failedClosed({ reason: 'no_identity' })
-      return sendJson(
-        res,
-        503,
-        { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
-        { connection: 'close' },
-      )
-    }
+    if (!tenant) return failClosedNoIdentity(res)
     await gated(
       req,
       res,
@@ -396,8 +436,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     )
   }
 
+  /** Sockets handed to the CONNECT handler: the HTTP server no longer tracks them, but close() waits for them. */
+  const tunnels = new Set<Socket>()
+
   /** CONNECT makes an opaque tunnel: refused unless the host is on the ungated pass-through list. */
   function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    tunnels.add(socket)
+    socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
     const [host, port] = authority.split(':')
     const allowed = table.passthrough.has(authority) || (port === '443' && table.passthrough.has(host ?? ''))
@@ -424,11 +469,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     }
     upstream.on('error', kill)
     socket.on('error', kill)
+    socket.once('close', () => upstream.destroy())
   }
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'proxy request failed')
+      if (req.socket.destroyed) return // no one to tell
       sendJson(
         res,
         503,
@@ -459,8 +506,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       return snap !== null
     },
     async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-      server.closeAllConnections?.()
+      // Idle keep-alive connections go at once; a request still in flight (a slow upstream, a
+      // long upload) gets a short grace, then its connection is cut so shutdown cannot hang.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      const grace = setTimeout(() => {
+        server.closeAllConnections()
+        for (const socket of tunnels) socket.destroy()
+      }, CLOSE_GRACE_MS)
+      await closed
+      clearTimeout(grace)
       proxy.close()
     },
   }

@@ -1,7 +1,13 @@
 /**
  * Route path patterns: literal segments, `{name}` placeholders (one segment each) and an
- * optional trailing `*` (any rest). Matched against the raw (still percent-encoded) path,
- * which has already been refused if it holds dot segments or encoded slashes.
+ * optional trailing `*` (the rest, at a segment boundary). Matched against the raw (still
+ * percent-encoded) path, which has already been refused if the upstream could read it as
+ * another path (see safe-path.ts).
+ *
+ * Upstreams differ in how they compare paths, so a pattern matches the way the most lenient
+ * of them would: letters in any case, and with or without one trailing slash. A route that
+ * matches more requests gates more of them; a route that matched less would let a read reach a
+ * case-insensitive upstream ungated.
  */
 export interface PathPattern {
   readonly source: string
@@ -16,7 +22,9 @@ export function compilePathPattern(source: string): PathPattern {
   const names: string[] = []
   let re = '^'
   const wildcard = source.endsWith('*')
-  const body = wildcard ? source.slice(0, -1) : source
+  let body = wildcard ? source.slice(0, -1) : source
+  // `/a/` and `/a`, `/a/*` and `/a*` are one route each.
+  if (body.endsWith('/')) body = body.slice(0, -1)
   for (const part of body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)) {
     const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(part)
     if (m) {
@@ -24,8 +32,9 @@ export function compilePathPattern(source: string): PathPattern {
       re += '([^/]+)'
     } else re += escapeRegex(part)
   }
-  re += wildcard ? '.*$' : '$'
-  const regex = new RegExp(re)
+  // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`.
+  re += wildcard ? '(?:/.*)?$' : '/?$'
+  const regex = new RegExp(re, 'i')
   return {
     source,
     match(path) {

@@ -10,21 +10,21 @@ export function readProxyApiKey(
   file: string | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): string | null {
+  // A bad key is reported under the name of the setting it came from.
+  const source = file ? 'proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE)' : 'WRITEGATE_PROXY_API_KEY'
   let key: string | undefined
   if (file) {
     try {
       key = readFileSync(file, 'utf8').trim()
     } catch (err) {
       throw new ConfigError(
-        `invalid setting proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE): cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+        `invalid setting ${source}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
       )
     }
   } else key = env.WRITEGATE_PROXY_API_KEY?.trim()
   if (!key) return null
   if (classifyCredential(key) !== 'apiKey')
-    throw new ConfigError(
-      'invalid setting proxy.apiKeyFile (WRITEGATE_PROXY_API_KEY_FILE): not a writegate API key (svc_…)',
-    )
+    throw new ConfigError(`invalid setting ${source}: not a writegate API key (svc_…)`)
   return key
 }
 
@@ -39,6 +39,8 @@ export function createProxyIdentity(deps: {
   retryMs?: number
   /** Whether the route table enrols any system (a missing key only matters then). */
   hasRoutes: boolean
+  /** Called once, when the key resolves. */
+  onResolved?: (ref: KeyRef) => void
 }) {
   let ref: KeyRef | null = null
   let timer: NodeJS.Timeout | undefined
@@ -48,7 +50,10 @@ export function createProxyIdentity(deps: {
     if (!hash || ref || stopped) return
     try {
       ref = await deps.hot.resolveKey(hash)
-      if (ref) deps.logger.info({ tenantId: ref.tenantId, keyId: ref.keyId }, 'proxy identity resolved')
+      if (ref) {
+        deps.logger.info({ tenantId: ref.tenantId, keyId: ref.keyId }, 'proxy identity resolved')
+        deps.onResolved?.(ref)
+      }
     } catch (err) {
       deps.logger.warn({ err }, 'cannot resolve the proxy key yet; will retry')
     }

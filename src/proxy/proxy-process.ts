@@ -15,6 +15,7 @@ import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createGateProxy, type GateProxy } from './gate-proxy.js'
 import { createProxyIdentity, readProxyApiKey } from './proxy-identity.js'
 import { RouteTable } from './route-table.js'
+import { enrolledFor } from './system-tenancy.js'
 
 export interface RunningProxy {
   readonly proxy: GateProxy
@@ -40,6 +41,23 @@ function routeTableFrom(settings: Settings, env: NodeJS.ProcessEnv): RouteTable 
   return new RouteTable(systems, env)
 }
 
+/**
+ * A route table may hold other tenants' systems (the embedded proxy falls back to the control
+ * plane's systems file, which holds every tenant's). The proxy refuses them on every request;
+ * this says so once, when it learns its tenant.
+ */
+function warnOfForeignSystems(table: RouteTable, tenantId: string, logger: Logger): void {
+  const foreign = table.systems().filter((s) => !enrolledFor(s.system, tenantId))
+  if (foreign.length === 0) return
+  logger.warn(
+    {
+      tenantId,
+      systems: foreign.map((s) => ({ systemId: s.system.systemId, tenantId: s.system.tenantId })),
+    },
+    "the route table enrols other tenants' systems: they are not enrolled for this proxy, and requests to them are refused",
+  )
+}
+
 /** Starts the proxy over parts someone else built (the embedded default shares the control plane's). */
 export async function startProxy(
   settings: Settings,
@@ -53,6 +71,7 @@ export async function startProxy(
     apiKey: readProxyApiKey(settings.proxy.apiKeyFile, env),
     logger: parts.logger,
     hasRoutes: table.systems().length > 0,
+    onResolved: (ref) => warnOfForeignSystems(table, ref.tenantId, parts.logger),
   })
   const proxy = createGateProxy({
     table,

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
+import { carriesMethodOverride } from './method-override.js'
 import type { ProxySystem, RouteTable } from './route-table.js'
-import { isSafeUpstreamPath } from './safe-path.js'
+import { unsafePathProblem } from './safe-path.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'
 
@@ -18,9 +19,15 @@ function hostPort(host: string): { hostname: string; port: number | null } {
  * - forward mode: an absolute URI naming an enrolled upstream host (agents that honour HTTP_PROXY);
  * - reverse mode: `/<systemId>/<path>`;
  * - transparent mode: origin-form with a Host of an enrolled upstream (iptables redirection).
- * The origin always comes from the route table, never from the request.
+ * The origin always comes from the route table, never from the request. `tenantId` (the
+ * proxy's, once known) picks between tenants' systems on one upstream host; whether the
+ * system is enrolled for that tenant is the caller's check.
  */
-export function resolveTarget(req: IncomingMessage, table: RouteTable): ResolvedTarget {
+export function resolveTarget(
+  req: IncomingMessage,
+  table: RouteTable,
+  tenantId: string | null,
+): ResolvedTarget {
   const raw = req.url ?? '/'
   let system: ProxySystem | undefined
   let path: string
@@ -39,7 +46,7 @@ export function resolveTarget(req: IncomingMessage, table: RouteTable): Resolved
         error: 'credentials in the request target are not allowed',
         code: 'invalid_request',
       }
-    system = table.systemForHost(url.hostname, url.port ? Number(url.port) : null)
+    system = table.systemForHost(url.hostname, url.port ? Number(url.port) : null, tenantId)
     if (!system)
       return {
         ok: false,
@@ -64,7 +71,7 @@ export function resolveTarget(req: IncomingMessage, table: RouteTable): Resolved
       mode = 'reverse'
     } else {
       const { hostname, port } = hostPort(req.headers.host ?? '')
-      system = hostname ? table.systemForHost(hostname, port) : undefined
+      system = hostname ? table.systemForHost(hostname, port, tenantId) : undefined
       if (!system)
         return {
           ok: false,
@@ -76,13 +83,14 @@ export function resolveTarget(req: IncomingMessage, table: RouteTable): Resolved
       mode = 'transparent'
     }
   }
-  if (!isSafeUpstreamPath(path)) {
+  const problem = unsafePathProblem(path)
+  if (problem) return { ok: false, status: 400, error: `refused path: ${problem}`, code: 'unsafe_path' }
+  if (carriesMethodOverride(path))
     return {
       ok: false,
       status: 400,
-      error: 'refused path: dot segments, encoded slashes and backslashes are not allowed',
-      code: 'unsafe_path',
+      error: 'a _method query parameter (method override) is not allowed',
+      code: 'method_override',
     }
-  }
   return { ok: true, system, path, mode }
 }

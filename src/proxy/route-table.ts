@@ -2,6 +2,7 @@ import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import { type EnrolledSystem, readCredential, type SystemsFile } from '../config/systems.js'
 import { compilePathPattern, fillTemplate, type PathPattern } from './path-pattern.js'
+import { enrolledFor } from './system-tenancy.js'
 
 export interface ProxySystem {
   readonly system: EnrolledSystem
@@ -68,17 +69,22 @@ export class RouteTable {
   /**
    * The system whose origin a forward-mode or transparent request names. A request port
    * must be the upstream's own, or absent/80 (agents talk plain HTTP to the proxy, which
-   * speaks the upstream's scheme).
+   * speaks the upstream's scheme). Tenants may enrol the same upstream (a shared systems
+   * file), so the proxy's own tenant's system is preferred over another tenant's.
    */
-  systemForHost(hostname: string, port: number | null): ProxySystem | undefined {
-    const candidates = this.byHost.get(hostname.toLowerCase()) ?? []
-    return candidates.find((s) => {
+  systemForHost(hostname: string, port: number | null, tenantId: string | null): ProxySystem | undefined {
+    const candidates = (this.byHost.get(hostname.toLowerCase()) ?? []).filter((s) => {
       const upstreamPort = Number(s.origin.port || (s.origin.protocol === 'https:' ? 443 : 80))
       return port === null || port === upstreamPort || port === 80
     })
+    return (tenantId ? candidates.find((s) => enrolledFor(s.system, tenantId)) : undefined) ?? candidates[0]
   }
 
-  /** The verb (and target) a request maps to, or null for an unmapped request. */
+  /**
+   * The verb (and target) a request maps to, or null for an unmapped request: the first route,
+   * in file order, whose method and pattern match. Patterns compare leniently (any case, one
+   * trailing slash), so two routes may both match; the earlier one decides.
+   */
   match(s: ProxySystem, method: string, path: string): RouteMatch | null {
     const bare = path.split('?')[0] as string
     for (const r of s.routes) {

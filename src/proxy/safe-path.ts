@@ -1,22 +1,31 @@
 /**
  * The proxy matches routes on the path it sees, and the upstream acts on the path it
  * normalises. Anything the two could read differently is refused outright rather than
- * normalised: dot segments (raw or percent-encoded), encoded slashes or backslashes,
- * backslashes, empty leading segments and control characters.
+ * normalised, since servers disagree about how to normalise: dot segments, `;` (path
+ * parameters: Tomcat, Jetty and Spring drop `;…` and then resolve `..;`), empty segments
+ * (`//`, which many servers merge), percent-encoded unreserved characters (`%73` is `s` to
+ * the upstream, not to the route table), encoded slashes or backslashes, backslashes and
+ * control characters. Returns what is wrong, or null for a path that is safe to match.
  */
-export function isSafeUpstreamPath(pathWithQuery: string): boolean {
+export function unsafePathProblem(pathWithQuery: string): string | null {
   const q = pathWithQuery.indexOf('?')
   const path = q === -1 ? pathWithQuery : pathWithQuery.slice(0, q)
-  if (!path.startsWith('/') || path.startsWith('//')) return false
-  if (pathWithQuery.includes('\\') || pathWithQuery.includes('#') || hasControlCharacter(pathWithQuery))
-    return false
-  if (/%(2f|5c|00)/i.test(path)) return false
+  if (!path.startsWith('/')) return 'the path must start with /'
+  if (pathWithQuery.includes('\\')) return 'a backslash'
+  if (pathWithQuery.includes('#')) return 'a #'
+  if (hasControlCharacter(pathWithQuery)) return 'a control character'
+  if (path.includes(';')) return 'a ; in the path'
+  if (path.includes('//')) return 'an empty segment (//)'
+  if (/%(2f|5c|00)/i.test(path)) return 'an encoded slash, backslash or NUL'
+  if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
   for (const segment of path.split('/')) {
-    const decoded = segment.replace(/%2e/gi, '.')
-    if (decoded === '.' || decoded === '..') return false
+    if (segment === '.' || segment === '..') return 'a dot segment'
   }
-  return true
+  return null
 }
+
+/** RFC 3986 unreserved characters, percent-encoded: A-Z, a-z, 0-9, `-`, `.`, `_`, `~` (hex in any case). */
+const ENCODED_UNRESERVED = /%(4[1-9a-f]|5[0-9a]|6[1-9a-f]|7[0-9a]|3[0-9]|2d|2e|5f|7e)/i
 
 function hasControlCharacter(s: string): boolean {
   for (let i = 0; i < s.length; i++) {

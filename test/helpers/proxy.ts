@@ -2,6 +2,7 @@ import { request } from 'node:http'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { ControlPlane } from '../../src/control/control-plane.js'
+import { createLogger, type Logger } from '../../src/observability/logger.js'
 import { type RunningProxy, startProxy } from '../../src/proxy/proxy-process.js'
 
 export interface AgentReply {
@@ -48,19 +49,45 @@ export function agentRequest(
   })
 }
 
-/** An embedded proxy over a test control plane's in-memory hot store and gate. */
+/**
+ * An embedded proxy over a test control plane's in-memory hot store and gate. With a null
+ * `routesFile` it falls back to `systemsFile`, as `npm start` does with the control plane's.
+ */
 export async function startEmbeddedProxy(
   t: Test,
   cp: ControlPlane,
-  routesFile: string,
+  routesFile: string | null,
   env: Record<string, string>,
   extra: Record<string, unknown> = {},
+  opts: { logger?: Logger; systemsFile?: string } = {},
 ): Promise<RunningProxy> {
   const settings = parseSettings({
     log: { level: 'silent' },
-    proxy: { port: 0, host: '127.0.0.1', routesFile, ...extra },
+    ...(opts.systemsFile ? { systemsFile: opts.systemsFile } : {}),
+    proxy: { port: 0, host: '127.0.0.1', ...(routesFile ? { routesFile } : {}), ...extra },
   })
-  const running = await startProxy(settings, cp, { metricsServer: false, env })
+  const parts = opts.logger ? { ...cp, logger: opts.logger } : cp
+  const running = await startProxy(settings, parts, { metricsServer: false, env })
   t.teardown(() => running.close())
   return running
 }
+
+export interface LogLine {
+  level: number
+  msg: string
+  [field: string]: unknown
+}
+
+/** A logger that keeps every line from debug up, for tests that assert what was (not) logged. */
+export function capturingLogger(): { logger: Logger; lines: LogLine[] } {
+  const lines: LogLine[] = []
+  const logger = createLogger('debug', {
+    write(line: string) {
+      lines.push(JSON.parse(line) as LogLine)
+    },
+  })
+  return { logger, lines }
+}
+
+/** pino's numeric levels. */
+export const LOG_LEVEL = { debug: 20, info: 30, warn: 40, error: 50 } as const

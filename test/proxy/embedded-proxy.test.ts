@@ -138,6 +138,27 @@ t.test('gate-proxy in the single-process default', async (t) => {
     t.match(mappedRead.headers['x-writegate-receipt'], /^rcp_/)
   })
 
+  t.test('an upstream cannot set x-writegate-receipt: only a decision does', async (t) => {
+    const normal = upstream.behaviour
+    t.teardown(() => {
+      upstream.behaviour = normal
+    })
+    upstream.behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-writegate-receipt': 'rcp_forged' })
+      res.end('{"ok":true}')
+    }
+    const read = await agentRequest(port, { method: 'GET', path: '/sys_billing/v1/anything' })
+    t.equal(read.status, 200)
+    t.equal(read.headers['x-writegate-receipt'], undefined, 'an ungated read carries none')
+    const write = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(write.status, 200)
+    const receiptId = write.headers['x-writegate-receipt'] as string
+    t.match(receiptId, /^rcp_/)
+    t.not(receiptId, 'rcp_forged', 'a gated write carries its own receipt')
+    const rows = await cp.database.sql`select 1 from receipts where receipt_id = ${receiptId}`
+    t.equal(rows.length, 1)
+  })
+
   t.test('forward mode (absolute URI) and transparent mode (Host header)', async (t) => {
     const before = upstream.received.length
     const f = await agentRequest(port, { method: 'POST', path: `${upstream.origin}/v1/verify`, body: 'x' })

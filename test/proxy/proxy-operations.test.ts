@@ -1,4 +1,6 @@
 import { spawnSync } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { persistDurable } from '../../src/audit/persist-durable.js'
@@ -74,6 +76,8 @@ t.test('writegate proxy refuses bad settings with one line', async (t) => {
       encoding: 'utf8',
       timeout: 60_000,
     })
+  const badKeyFile = join(mkdtempSync(join(tmpdir(), 'wg-key-')), 'api-key')
+  writeFileSync(badKeyFile, 'not-a-key\n')
   const cases: [Record<string, string>, RegExp][] = [
     [{}, /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): the proxy needs Redis/],
     [
@@ -98,7 +102,16 @@ t.test('writegate proxy refuses bad settings with one line', async (t) => {
         BILLING_API_TOKEN: 'x',
         WRITEGATE_PROXY_API_KEY: 'not-a-key',
       },
-      /^writegate: invalid setting proxy\.apiKeyFile .*not a writegate API key/,
+      /^writegate: invalid setting WRITEGATE_PROXY_API_KEY: not a writegate API key/,
+    ],
+    [
+      {
+        WRITEGATE_REDIS_URL: 'redis://127.0.0.1:6379',
+        WRITEGATE_ROUTES_FILE: join(root, 'config', 'systems.example.yaml'),
+        BILLING_API_TOKEN: 'x',
+        WRITEGATE_PROXY_API_KEY_FILE: badKeyFile,
+      },
+      /^writegate: invalid setting proxy\.apiKeyFile \(WRITEGATE_PROXY_API_KEY_FILE\): not a writegate API key/,
     ],
   ]
   for (const [env, pattern] of cases) {

@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto'
+import { request } from 'node:http'
+import t from 'tap'
+import { startControlPlane } from '../helpers/control-plane.js'
+import { agentRequest, capturingLogger, LOG_LEVEL, startEmbeddedProxy } from '../helpers/proxy.js'
+import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { RecordingUpstream } from '../helpers/upstream.js'
+
+/**
+ * A STEP_UP write is staged with its body, so the proxy reads the body before deciding. A
+ * client that goes away mid-body is the client's doing, not a proxy failure: nothing is decided
+ * or staged, nothing is logged as an error, and nothing is written to the dead socket.
+ */
+t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+  const { logger, lines } = capturingLogger()
+  const proxy = await startEmbeddedProxy(
+    t,
+    cp,
+    writeRoutesFile(billingSystems(upstream.origin)),
+    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
+    {},
+    { logger },
+  )
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+
+  await new Promise<void>((resolve) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: proxy.port,
+      method: 'POST',
+      path: '/sys_billing/v1/refunds',
+      headers: { 'content-type': 'application/json', 'content-length': '100000' },
+    })
+    req.on('error', () => resolve())
+    req.on('response', () => t.fail('no answer was expected'))
+    req.write(randomBytes(1000), () => setTimeout(() => req.destroy(), 50))
+  })
+  const aborted = () => lines.find((l) => /client went away/.test(l.msg))
+  const failed = () => lines.find((l) => l.level >= LOG_LEVEL.error)
+  for (let i = 0; i < 200 && !aborted() && !failed(); i++) await new Promise((r) => setTimeout(r, 10))
+
+  t.equal(failed(), undefined, 'nothing is logged as an error')
+  t.ok(aborted(), 'the abort is logged')
+  t.ok((aborted()?.level ?? 0) <= LOG_LEVEL.info, 'at info or below')
+  const staged = await cp.database.sql<{ n: number }[]>`
+    select count(*)::int as n from pending_actions where tenant_id = ${o.tenantId}`
+  t.equal(staged[0]?.n, 0, 'nothing was staged')
+  t.equal(upstream.received.length, 0)
+  const next = await agentRequest(proxy.port, {
+    method: 'POST',
+    path: '/sys_billing/v1/refunds',
+    body: '{"charge":"ch_1"}',
+  })
+  t.equal(next.status, 428, 'the next request is served')
+})

@@ -1,0 +1,86 @@
+import t from 'tap'
+import { startControlPlane } from '../helpers/control-plane.js'
+import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { RecordingUpstream } from '../helpers/upstream.js'
+
+/** Headers (and a query parameter) frameworks honour to run another method or path than the one sent. */
+const OVERRIDES: Record<string, string> = {
+  'x-http-method-override': 'DELETE',
+  'x-http-method': 'DELETE',
+  'x-method-override': 'DELETE',
+  'x-original-url': '/v1/customers/cus_1',
+  'x-rewrite-url': '/v1/customers/cus_1',
+  'x-forwarded-host': 'admin.internal',
+  'x-forwarded-proto': 'https',
+  'x-forwarded-prefix': '/admin',
+  'x-forwarded-for': '10.0.0.1',
+  forwarded: 'for=10.0.0.1;host=admin.internal;proto=https',
+}
+
+t.test('method and path overrides never reach the upstream', async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+  const proxy = await startEmbeddedProxy(t, cp, writeRoutesFile(billingSystems(upstream.origin)), {
+    WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
+    BILLING_TOKEN: 'up-secret',
+  })
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const port = proxy.port
+
+  t.test('override headers are stripped from gated writes and ungated reads', async (t) => {
+    const before = upstream.received.length
+    const write = await agentRequest(port, {
+      method: 'POST',
+      path: '/sys_billing/v1/verify',
+      headers: { ...OVERRIDES, 'x-normal': 'kept' },
+      body: '{}',
+    })
+    t.equal(write.status, 200, 'ALLOWed as verify')
+    const read = await agentRequest(port, {
+      method: 'GET',
+      path: '/sys_billing/v1/anything',
+      headers: { ...OVERRIDES, 'x-normal': 'kept' },
+    })
+    t.equal(read.status, 200)
+    const got = upstream.received.slice(before)
+    t.same(
+      got.map((r) => [r.method, r.url]),
+      [
+        ['POST', '/v1/verify'],
+        ['GET', '/v1/anything'],
+      ],
+    )
+    for (const r of got) {
+      for (const name of Object.keys(OVERRIDES))
+        t.equal(r.headers[name], undefined, `${r.method}: ${name} not sent upstream`)
+      t.equal(r.headers['x-normal'], 'kept', `${r.method}: other headers are`)
+    }
+  })
+
+  t.test('a _method query parameter is refused (400), in any spelling', async (t) => {
+    const before = upstream.received.length
+    for (const [method, query] of [
+      ['POST', '?_method=DELETE'],
+      ['POST', '?a=1&_method=DELETE'],
+      ['POST', '?a=1;_method=DELETE'],
+      ['POST', '?%5Fmethod=DELETE'],
+      ['POST', '?_METHOD=delete'],
+      ['GET', '?_method=DELETE'],
+    ] as const) {
+      const path = `/sys_billing/v1/${method === 'POST' ? 'verify' : 'anything'}${query}`
+      const r = await agentRequest(port, { method, path, ...(method === 'POST' ? { body: '{}' } : {}) })
+      t.same([r.status, r.json().code], [400, 'method_override'], `${method} ${query}`)
+    }
+    t.equal(upstream.received.length, before, 'the upstream received none of them')
+    const similar = await agentRequest(port, {
+      method: 'POST',
+      path: '/sys_billing/v1/verify?method=x&my_method=y',
+      body: '{}',
+    })
+    t.equal(similar.status, 200, 'other parameters are not mistaken for it')
+  })
+})

@@ -1,0 +1,71 @@
+import { request } from 'node:http'
+import { createServer, type Socket } from 'node:net'
+import t from 'tap'
+import { startControlPlane } from '../helpers/control-plane.js'
+import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { RecordingUpstream } from '../helpers/upstream.js'
+
+/**
+ * In the single-process default the control plane waits for the proxy to close before it shuts
+ * down, so close() must not wait on a request that a slow upstream holds open (the upstream
+ * timeout here is two minutes) or on an open CONNECT tunnel. The test's own timeout is the limit.
+ */
+t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_000 }, async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  upstream.behaviour = () => {} // never answers
+  // A TCP server the pass-through list lets a tunnel reach; it holds every connection open.
+  const held: Socket[] = []
+  const tcp = createServer((s) => held.push(s))
+  await new Promise<void>((r) => tcp.listen(0, '127.0.0.1', () => r()))
+  const tcpPort = (tcp.address() as { port: number }).port
+  t.teardown(() => {
+    for (const s of held) s.destroy()
+    tcp.close()
+  })
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+  const routes = { ...billingSystems(upstream.origin), passthrough: [`127.0.0.1:${tcpPort}`] }
+  const proxy = await startEmbeddedProxy(
+    t,
+    cp,
+    writeRoutesFile(routes),
+    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
+    { upstreamTimeoutMs: 120_000 },
+  )
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+
+  const inFlight = agentRequest(proxy.port, {
+    method: 'POST',
+    path: '/sys_billing/v1/verify',
+    body: '{}',
+  }).then(
+    (r) => r.status,
+    (err: Error) => err.message,
+  )
+  for (let i = 0; i < 200 && upstream.received.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
+  t.equal(upstream.received.length, 1, 'the request is with the upstream, which does not answer')
+  const tunnel = await new Promise<Socket>((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: proxy.port,
+      method: 'CONNECT',
+      path: `127.0.0.1:${tcpPort}`,
+    })
+    req.on('connect', (res, socket) =>
+      res.statusCode === 200 ? resolve(socket) : reject(new Error('refused')),
+    )
+    req.on('error', reject)
+    req.end()
+  })
+  const tunnelClosed = new Promise<void>((r) => tunnel.once('close', () => r()))
+  tunnel.on('error', () => {})
+
+  await proxy.close()
+  t.pass('close() resolved')
+  t.not(await inFlight, 200, 'the in-flight request was cut, not answered')
+  await tunnelClosed
+  t.pass('the tunnel was closed')
+})

@@ -1,0 +1,114 @@
+import t from 'tap'
+import type { SystemsFile } from '../../src/config/systems.js'
+import { startControlPlane } from '../helpers/control-plane.js'
+import { agentRequest, capturingLogger, LOG_LEVEL, startEmbeddedProxy } from '../helpers/proxy.js'
+import { writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { RecordingUpstream } from '../helpers/upstream.js'
+
+/**
+ * One control plane, two tenants, one systems file holding both tenants' systems on the same
+ * upstream (what `npm start` hands its embedded proxy). The proxy acts as tenant A's agent key:
+ * tenant B's system is not enrolled for it, so nothing reaches the upstream with B's credential,
+ * nothing is decided under A's policy for it, and A's audit chain records nothing of it.
+ */
+t.test("a proxy never reaches another tenant's system", async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const a = await api.newTenant()
+  const b = await api.newTenant()
+  const agentA = await api.post('/v1/keys', { email: a.email, scope: 'agent' }, { bearer: a.apiKey })
+  const system = (systemId: string, tenantId: string, tokenEnv: string) => ({
+    systemId,
+    tenantId,
+    upstream: upstream.origin,
+    credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: tokenEnv },
+    reads: 'pass' as const,
+    routes: [{ method: 'POST' as const, path: '/v1/verify', verb: 'verify' }],
+    tools: [],
+  })
+  // B's system first, so a lookup by host that ignored the tenant would find it.
+  const file: SystemsFile = {
+    passthrough: [],
+    systems: [system('sys_theirs', b.tenantId, 'B_TOKEN'), system('sys_ours', a.tenantId, 'A_TOKEN')],
+  }
+  const { logger, lines } = capturingLogger()
+  const proxy = await startEmbeddedProxy(
+    t,
+    cp,
+    null,
+    { WRITEGATE_PROXY_API_KEY: agentA.body.apiKey, A_TOKEN: 'a-secret', B_TOKEN: 'b-secret' },
+    {},
+    { logger, systemsFile: writeRoutesFile(file) },
+  )
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const port = proxy.port
+
+  t.test("tenant B's system: 403 not_enrolled, for writes and ungated reads alike", async (t) => {
+    for (const [method, path] of [
+      ['POST', '/sys_theirs/v1/verify'],
+      ['GET', '/sys_theirs/v1/anything'],
+    ] as const) {
+      const r = await agentRequest(port, { method, path, ...(method === 'POST' ? { body: '{}' } : {}) })
+      t.same([r.status, r.json().code], [403, 'not_enrolled'], `${method} ${path}`)
+      t.equal(r.headers['x-writegate-receipt'], undefined)
+    }
+    t.equal(upstream.received.length, 0, 'the upstream received nothing')
+  })
+
+  t.test("tenant A's own system on the same upstream still works, in every mode", async (t) => {
+    const reverse = await agentRequest(port, { method: 'POST', path: '/sys_ours/v1/verify', body: '{}' })
+    t.equal(reverse.status, 200)
+    const forward = await agentRequest(port, {
+      method: 'POST',
+      path: `${upstream.origin}/v1/verify`,
+      body: '{}',
+    })
+    t.equal(forward.status, 200, "forward mode picks A's system for the shared host")
+    const transparent = await agentRequest(port, {
+      method: 'GET',
+      path: '/v1/anything',
+      headers: { host: `127.0.0.1:${upstream.port}` },
+    })
+    t.equal(transparent.status, 200)
+    t.same(
+      upstream.received.map((r) => r.headers.authorization),
+      ['Bearer a-secret', 'Bearer a-secret', 'Bearer a-secret'],
+      "only A's credential ever went upstream",
+    )
+  })
+
+  t.test("A's chain records only A's system; B's chain records nothing", async (t) => {
+    const rows = await cp.database.sql<{ tenant_id: string; body: string }[]>`
+      select tenant_id, body from receipts where tenant_id in (${a.tenantId}, ${b.tenantId}) and kind = 'CHECK'`
+    const systems = rows.map((r) => [r.tenant_id, JSON.parse(r.body).detail?.systemId])
+    t.same(systems, [
+      [a.tenantId, 'sys_ours'],
+      [a.tenantId, 'sys_ours'],
+    ])
+  })
+
+  t.test('the mismatch is logged once, at warn, when the identity resolves', async (t) => {
+    const warned = lines.filter((l) => l.level === LOG_LEVEL.warn && /other tenants' systems/.test(l.msg))
+    t.equal(warned.length, 1)
+    t.match(warned[0], { tenantId: a.tenantId, systems: [{ systemId: 'sys_theirs', tenantId: b.tenantId }] })
+  })
+
+  t.test('until its key resolves, a proxy cannot tell whose a system is: 503, even for reads', async (t) => {
+    const before = upstream.received.length
+    const unresolved = await startEmbeddedProxy(
+      t,
+      cp,
+      null,
+      // Well formed, but never issued: the key index never resolves it.
+      { WRITEGATE_PROXY_API_KEY: `svc_${'x'.repeat(40)}`, A_TOKEN: 'a-secret', B_TOKEN: 'b-secret' },
+      {},
+      { systemsFile: writeRoutesFile(file) },
+    )
+    for (const path of ['/sys_theirs/v1/anything', '/sys_ours/v1/anything']) {
+      const r = await agentRequest(unresolved.port, { method: 'GET', path })
+      t.same([r.status, r.json().reason], [503, 'gate_unavailable'], path)
+    }
+    t.equal(upstream.received.length, before)
+  })
+})
