@@ -16,6 +16,18 @@ const pathPattern = z.string().regex(/^\/[A-Za-z0-9._~!$&'()+,;=:@%/{}*-]*$/, {
   message: 'expected a path starting with / (placeholders as {name})',
 })
 
+/**
+ * A route's pattern is matched against paths the proxy has already vetted: it never forwards
+ * a `;`, so a route holding one could never match, and `*` means "the rest" only at the end.
+ */
+const routePattern = pathPattern
+  .refine((p) => !p.includes(';'), {
+    message: 'a route path may not contain ; (the proxy refuses such paths)',
+  })
+  .refine((p) => !p.slice(0, -1).includes('*'), {
+    message: 'a route path may use * only as its last character',
+  })
+
 const headerName = z.string().regex(/^[A-Za-z0-9-]+$/, { message: 'expected an HTTP header name' })
 
 const credential = z
@@ -38,7 +50,7 @@ const credential = z
 const route = z
   .object({
     method: HTTP_METHOD,
-    path: pathPattern,
+    path: routePattern,
     verb: z.string().min(1).max(64),
     /** Template for the decision target, from path placeholders: `{owner}/{repo}`. */
     target: z.string().max(500).optional(),

@@ -16,10 +16,10 @@ import { checkUpstreamPath } from '../execute/upstream-url.js'
 import type { Gate } from '../gate/gate.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
-import { fillTemplate } from '../proxy/path-pattern.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease } from '../store/ports/decision-state.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
+import { fillTemplate } from '../systems/path-pattern.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 
 export interface CheckRequestBody {

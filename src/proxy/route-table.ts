@@ -1,7 +1,7 @@
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
 import { type EnrolledSystem, readCredential, type SystemsFile } from '../config/systems.js'
-import { compilePathPattern, fillTemplate, type PathPattern } from './path-pattern.js'
+import { compileRoutes, type RouteMatch, type RouteMatcher } from '../systems/route-matcher.js'
 import { enrolledFor } from './system-tenancy.js'
 
 export interface ProxySystem {
@@ -11,18 +11,11 @@ export interface ProxySystem {
   readonly credential: { header: string; value: string } | null
   /** Keep-alive connections to the one upstream origin. */
   readonly agent: HttpAgent
-  readonly routes: readonly {
-    method: string
-    pattern: PathPattern
-    verb: string
-    target: string | undefined
-  }[]
+  /** The same matcher /v1/check uses, so both map a request to one verb. */
+  readonly routes: RouteMatcher
 }
 
-export interface RouteMatch {
-  verb: string
-  target: string | null
-}
+export type { RouteMatch }
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
@@ -47,12 +40,7 @@ export class RouteTable {
           ? { header: system.credential.header.toLowerCase(), value: readCredential(system.credential, env) }
           : null,
         agent: origin.protocol === 'https:' ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts),
-        routes: system.routes.map((r) => ({
-          method: r.method,
-          pattern: compilePathPattern(r.path),
-          verb: r.verb,
-          target: r.target,
-        })),
+        routes: compileRoutes(system.routes),
       }
       this.byId.set(system.systemId, entry)
       const list = this.byHost.get(origin.hostname) ?? []
@@ -86,14 +74,7 @@ export class RouteTable {
    * trailing slash), so two routes may both match; the earlier one decides.
    */
   match(s: ProxySystem, method: string, path: string): RouteMatch | null {
-    const bare = path.split('?')[0] as string
-    for (const r of s.routes) {
-      if (r.method !== method) continue
-      const params = r.pattern.match(bare)
-      if (params)
-        return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
-    }
-    return null
+    return s.routes.match(method, path)
   }
 
   systems(): ProxySystem[] {

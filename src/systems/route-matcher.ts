@@ -1,5 +1,5 @@
 import type { SystemRoute } from '../config/systems.js'
-import { compilePathPattern, fillTemplate } from '../proxy/path-pattern.js'
+import { compilePathPattern, fillTemplate } from './path-pattern.js'
 
 export interface RouteMatch {
   verb: string
@@ -13,7 +13,7 @@ export interface RouteMatcher {
 
 /**
  * A system's routes as one matcher: the first route whose method and path pattern match
- * decides the verb. The proxy maps intercepted writes with it, and /v1/check maps the
+ * decides the verb (patterns compare leniently: see path-pattern.ts). The proxy maps intercepted writes with it, and /v1/check maps the
  * `request` it is asked to lease, so both gate a request under the same verb.
  */
 export function compileRoutes(routes: readonly SystemRoute[]): RouteMatcher {

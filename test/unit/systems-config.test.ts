@@ -43,6 +43,14 @@ t.test('bad systems files stop start-up with one line', async (t) => {
       'systems: [{systemId: sys_a, upstream: "https://x.io", tools: [{name: a, verb: v, method: POST, pathTemplate: /a, revert: {tool: b}}]}]',
       /no tool b in sys_a/,
     ],
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/a;b", verb: v}]}]',
+      /systems\.0\.routes\.0\.path: a route path may not contain ;/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/a*/b", verb: v}]}]',
+      /systems\.0\.routes\.0\.path: a route path may use \* only as its last character/,
+    ],
     ['systems: [{systemId: sys_a, upstream: "https://x.io", extra: 1}]', /systems\.0: /],
     ['systems: [', /invalid systems file/],
   ]

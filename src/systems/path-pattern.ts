@@ -15,7 +15,7 @@ export interface PathPattern {
 }
 
 function escapeRegex(s: string): string {
-  return s.replace(/[.+?^$()|[\]\\]/g, '\\$&')
+  return s.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')
 }
 
 export function compilePathPattern(source: string): PathPattern {
