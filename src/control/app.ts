@@ -35,6 +35,7 @@ import { checksRoutes } from './checks.js'
 import { executeRoutes } from './execute.js'
 import { installErrorHandling } from './http/errors.js'
 import { installJsonBodyParser, installUrlGuard } from './http/json-body.js'
+import { withAuthDocs } from './http/openapi-auth.js'
 import { keysRoutes } from './keys.js'
 import { meRoutes } from './me.js'
 import { policiesRoutes } from './policies.js'
@@ -127,7 +128,7 @@ export async function buildControlApp(
         },
       },
     },
-    transform: jsonSchemaTransform,
+    transform: withAuthDocs(jsonSchemaTransform),
   })
 
   const s = services

@@ -86,4 +86,27 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
     ])
     t.same(body.required, ['email'])
   })
+
+  t.test('each OpenAPI operation says how it authenticates and how it refuses', async (t) => {
+    const { paths } = (await api.get('/v1/openapi.json')).body
+    const admin = paths['/v1/principals'].post
+    t.same(admin.security, [{ apiKey: [] }])
+    t.equal(
+      admin.responses['401'].content['application/json'].schema.properties.code.enum[0],
+      'unknown_api_key',
+    )
+    t.equal(
+      admin.responses['403'].content['application/json'].schema.properties.code.enum[0],
+      'insufficient_scope',
+    )
+    const agent = paths['/v1/check'].post
+    t.same(agent.security, [{ apiKey: [] }])
+    t.ok(agent.responses['401'], 'an agent endpoint answers 401')
+    t.notOk(agent.responses['403'], 'an agent-scoped key may call it: no 403')
+    const sponsorOps = Object.values(paths)
+      .flatMap((ops) => Object.values(ops as Record<string, { security?: unknown }>))
+      .filter((op) => JSON.stringify(op.security) === JSON.stringify([{ sponsorToken: [] }]))
+    t.ok(sponsorOps.length > 0, 'sponsor endpoints declare the sponsor token')
+    t.notOk(paths['/v1/keys'].post.security, 'key issuance needs no credential')
+  })
 })

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fa
 import { ERRORS, WriteGateError } from '../../core/errors.js'
 import { type Authenticator, bearerOf } from '../../identity/authenticator.js'
 import type { Caller, KeyCaller, SponsorCaller } from '../../identity/caller.js'
+import { describeAuth } from './openapi-auth.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -18,22 +19,24 @@ export interface KeyAccess {
 
 /** K endpoints: anything but a live API key (a sponsor or badge token included) gets 401 `unknown API key`. */
 export function requireKey(auth: Authenticator, access: KeyAccess): onRequestAsyncHookHandler {
-  return async (req: FastifyRequest, _reply: FastifyReply) => {
+  const hook = async (req: FastifyRequest, _reply: FastifyReply) => {
     const caller = await auth.apiKey(bearerOf(req.headers.authorization))
     if (!caller || (caller.dead && !access.allowDead)) throw new WriteGateError(ERRORS.unknownApiKey)
     if (access.scope === 'admin' && caller.scope !== 'admin')
       throw new WriteGateError(ERRORS.insufficientScope)
     req.caller = caller
   }
+  return describeAuth(hook, { scheme: 'apiKey', adminOnly: access.scope === 'admin' })
 }
 
 /** S endpoints: anything but the tenant's sponsor token (an API key included) gets 401 `sponsor token required`. */
 export function requireSponsor(auth: Authenticator): onRequestAsyncHookHandler {
-  return async (req: FastifyRequest, _reply: FastifyReply) => {
+  const hook = async (req: FastifyRequest, _reply: FastifyReply) => {
     const caller = await auth.sponsor(bearerOf(req.headers.authorization))
     if (!caller) throw new WriteGateError(ERRORS.sponsorTokenRequired)
     req.caller = caller
   }
+  return describeAuth(hook, { scheme: 'sponsorToken', adminOnly: false })
 }
 
 export function keyCaller(req: FastifyRequest): KeyCaller {
