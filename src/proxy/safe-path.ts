@@ -4,8 +4,9 @@
  * normalised, since servers disagree about how to normalise: dot segments, `;` (path
  * parameters: Tomcat, Jetty and Spring drop `;…` and then resolve `..;`), empty segments
  * (`//`, which many servers merge), percent-encoded unreserved characters (`%73` is `s` to
- * the upstream, not to the route table), encoded slashes or backslashes, backslashes and
- * control characters. Returns what is wrong, or null for a path that is safe to match.
+ * the upstream, not to the route table), encoded slashes or backslashes, an encoded `%`
+ * (read twice by a double-decoding upstream), backslashes and control characters, raw or
+ * encoded. The same stance as /v1/execute's upstream-url.ts. Returns what is wrong, or null for a path that is safe to match.
  */
 export function unsafePathProblem(pathWithQuery: string): string | null {
   const q = pathWithQuery.indexOf('?')
@@ -16,7 +17,10 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
   if (hasControlCharacter(pathWithQuery)) return 'a control character'
   if (path.includes(';')) return 'a ; in the path'
   if (path.includes('//')) return 'an empty segment (//)'
-  if (/%(2f|5c|00)/i.test(path)) return 'an encoded slash, backslash or NUL'
+  if (/%(2f|5c)/i.test(path)) return 'an encoded slash or backslash'
+  // An upstream that decodes twice reads `%2573` as `s`; one that trims reads `%09` as nothing.
+  if (/%25/.test(path)) return 'an encoded % (%25)'
+  if (/%([01][0-9a-f]|7f)/i.test(path)) return 'an encoded control byte'
   if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
   for (const segment of path.split('/')) {
     if (segment === '.' || segment === '..') return 'a dot segment'

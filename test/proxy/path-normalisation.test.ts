@@ -41,6 +41,10 @@ t.test('paths an upstream normalises cannot slip past their routes', async (t) =
       ['/v1/secret-report;', 400, 'unsafe_path'],
       ['/v1//secret-report', 400, 'unsafe_path'],
       ['/v1/secret-report//', 400, 'unsafe_path'],
+      ['/v1/%2573ecret-report', 400, 'unsafe_path'],
+      ['/v1/secret-report%09', 400, 'unsafe_path'],
+      ['/v1/secret-report%00', 400, 'unsafe_path'],
+      ['/v1/secret-report%7F', 400, 'unsafe_path'],
     ]
     for (const [path, status, why] of cases) {
       const r = await agentRequest(port, { method: 'GET', path: `/sys_billing${path}` })
