@@ -90,6 +90,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
     if (r.wgReceipt) proxyReq.setHeader(RECEIPT_HEADER, r.wgReceipt)
   })
+  // The agent hanging up mid-forward is the agent's doing: the decision and its receipt stand,
+  // and it is no failure of the proxy or the upstream. http-proxy reports it as `econnreset`.
+  function clientWentAway(req: IncomingMessage): void {
+    const r = req as IncomingMessage & { wgReceipt?: string; wgSystem?: ProxySystem }
+    logger.info(
+      { system: r.wgSystem?.system.systemId, receiptId: r.wgReceipt },
+      'client went away while forwarding',
+    )
+  }
+  proxy.on('econnreset', (_err, req) => clientWentAway(req))
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
     stripHopByHop(proxyRes.headers)
@@ -133,6 +143,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         const timedOut =
           elapsed >= deps.upstreamTimeoutMs - 25 ||
           /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
+        if (req.destroyed || res.destroyed) return clientWentAway(req)
         logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
         if (!res.headersSent) {
           sendJson(res, timedOut ? 504 : 502, {

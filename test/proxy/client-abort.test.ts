@@ -58,3 +58,51 @@ t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
   })
   t.equal(next.status, 428, 'the next request is served')
 })
+
+/**
+ * An ALLOWed write is decided on its headers and its body streamed upstream. A client that
+ * hangs up halfway is on record (the decision stands) but is no upstream failure.
+ */
+t.test('a client that aborts mid-body while an ALLOWed write is forwarded', async (t) => {
+  const upstream = await new RecordingUpstream().start()
+  t.teardown(() => upstream.close())
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const o = await api.newTenant()
+  t.equal((await api.put('/v1/policy', { verify: 'allow' }, { bearer: o.apiKey })).status, 200)
+  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
+  const { logger, lines } = capturingLogger()
+  const proxy = await startEmbeddedProxy(
+    t,
+    cp,
+    writeRoutesFile(billingSystems(upstream.origin)),
+    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
+    {},
+    { logger },
+  )
+  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+
+  await new Promise<void>((resolve) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: proxy.port,
+      method: 'PUT',
+      path: '/sys_billing/v1/upload/big',
+      headers: { 'content-type': 'application/octet-stream', 'content-length': '1000000' },
+    })
+    req.on('error', () => resolve())
+    req.on('close', () => resolve())
+    req.write(randomBytes(1000), () => setTimeout(() => req.destroy(), 100))
+  })
+  const gone = () => lines.find((l) => /client went away while forwarding/.test(l.msg))
+  for (let i = 0; i < 200 && !gone(); i++) await new Promise((r) => setTimeout(r, 10))
+
+  t.ok(gone(), 'the abort is logged')
+  t.ok((gone()?.level ?? 0) <= LOG_LEVEL.info, 'at info or below')
+  t.equal(
+    lines.find((l) => l.level >= LOG_LEVEL.warn),
+    undefined,
+    'nothing is logged as a warning or an error',
+  )
+  const next = await agentRequest(proxy.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+  t.equal(next.status, 200, 'the next request is served')
+})
