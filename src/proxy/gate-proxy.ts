@@ -100,6 +100,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     )
   }
   proxy.on('econnreset', (_err, req) => clientWentAway(req))
+  const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
   proxy.on('proxyRes', (proxyRes, req) => {
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
     stripHopByHop(proxyRes.headers)
@@ -119,7 +120,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     receiptId: string | null,
     buffered?: Buffer,
   ): void {
-    if (req.destroyed || res.destroyed) return
+    // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
+    if (clientGone(req, res)) return
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
     delete req.headers[RECEIPT_HEADER]
@@ -143,7 +145,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         const timedOut =
           elapsed >= deps.upstreamTimeoutMs - 25 ||
           /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
-        if (req.destroyed || res.destroyed) return clientWentAway(req)
+        if (clientGone(req, res)) return clientWentAway(req)
         logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
         if (!res.headersSent) {
           sendJson(res, timedOut ? 504 : 502, {

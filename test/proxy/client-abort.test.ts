@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { request } from 'node:http'
 import t from 'tap'
-import { startControlPlane } from '../helpers/control-plane.js'
-import { agentRequest, capturingLogger, LOG_LEVEL, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
-import { RecordingUpstream } from '../helpers/upstream.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest, capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
 
 /**
  * A STEP_UP write is staged with its body, so the proxy reads the body before deciding. A
@@ -12,21 +10,8 @@ import { RecordingUpstream } from '../helpers/upstream.js'
  * or staged, nothing is logged as an error, and nothing is written to the dead socket.
  */
 t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
   const { logger, lines } = capturingLogger()
-  const proxy = await startEmbeddedProxy(
-    t,
-    cp,
-    writeRoutesFile(billingSystems(upstream.origin)),
-    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
-    {},
-    { logger },
-  )
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const { upstream, cp, tenant: o, proxy } = await startBillingProxy(t, { logger })
 
   await new Promise<void>((resolve) => {
     const req = request({
@@ -64,22 +49,9 @@ t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
  * hangs up halfway is on record (the decision stands) but is no upstream failure.
  */
 t.test('a client that aborts mid-body while an ALLOWed write is forwarded', async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  t.equal((await api.put('/v1/policy', { verify: 'allow' }, { bearer: o.apiKey })).status, 200)
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
   const { logger, lines } = capturingLogger()
-  const proxy = await startEmbeddedProxy(
-    t,
-    cp,
-    writeRoutesFile(billingSystems(upstream.origin)),
-    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
-    {},
-    { logger },
-  )
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const { api, tenant: o, proxy } = await startBillingProxy(t, { logger })
+  t.equal((await api.put('/v1/policy', { verify: 'allow' }, { bearer: o.apiKey })).status, 200)
 
   await new Promise<void>((resolve) => {
     const req = request({

@@ -1,23 +1,10 @@
 import { request } from 'node:http'
 import t from 'tap'
-import { startControlPlane } from '../helpers/control-plane.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
-import { RecordingUpstream } from '../helpers/upstream.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
 
 t.test('gate-proxy in the single-process default', async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
-  const routes = writeRoutesFile(billingSystems(upstream.origin))
-  const proxy = await startEmbeddedProxy(t, cp, routes, {
-    WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
-    BILLING_TOKEN: 'up-secret',
-  })
-  const port = proxy.port
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const { upstream, api, cp, tenant: o, agent, port } = await startBillingProxy(t)
 
   t.test('probes', async (t) => {
     t.equal((await agentRequest(port, { method: 'GET', path: '/healthz' })).status, 200)
@@ -58,7 +45,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
         kind: 'CHECK',
         decision: 'ALLOW',
         verb: 'verify',
-        keyId: agent.body.keyId,
+        keyId: agent.keyId,
         detail: {
           via: 'proxy',
           systemId: 'sys_billing',

@@ -1,8 +1,6 @@
 import t from 'tap'
-import { startControlPlane } from '../helpers/control-plane.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
-import { RecordingUpstream } from '../helpers/upstream.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
 
 /** Headers (and a query parameter) frameworks honour to run another method or path than the one sent. */
 const OVERRIDES: Record<string, string> = {
@@ -19,17 +17,7 @@ const OVERRIDES: Record<string, string> = {
 }
 
 t.test('method and path overrides never reach the upstream', async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
-  const proxy = await startEmbeddedProxy(t, cp, writeRoutesFile(billingSystems(upstream.origin)), {
-    WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
-    BILLING_TOKEN: 'up-secret',
-  })
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
-  const port = proxy.port
+  const { upstream, port } = await startBillingProxy(t)
 
   t.test('override headers are stripped from gated writes and ungated reads', async (t) => {
     const before = upstream.received.length

@@ -1,8 +1,6 @@
 import t from 'tap'
-import { startControlPlane } from '../helpers/control-plane.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
-import { RecordingUpstream } from '../helpers/upstream.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
 
 /**
  * Upstreams normalise paths (case, trailing slash, `;` path parameters, `//`, percent-encoding
@@ -11,17 +9,7 @@ import { RecordingUpstream } from '../helpers/upstream.js'
  * `sys_billing` is `reads: pass` and maps `GET /v1/secret-report` and `POST /v1/stream*` to `verify`.
  */
 t.test('paths an upstream normalises cannot slip past their routes', async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
-  const proxy = await startEmbeddedProxy(t, cp, writeRoutesFile(billingSystems(upstream.origin)), {
-    WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
-    BILLING_TOKEN: 'up-secret',
-  })
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
-  const port = proxy.port
+  const { upstream, api, cp, tenant: o, port } = await startBillingProxy(t)
   const policy = (verify: 'allow' | 'deny') => api.put('/v1/policy', { verify }, { bearer: o.apiKey })
 
   t.test('a gated read under another spelling is refused (400) or gated (403 DENY)', async (t) => {

@@ -1,10 +1,9 @@
 import { request } from 'node:http'
 import { createServer, type Socket } from 'node:net'
 import t from 'tap'
-import { startControlPlane } from '../helpers/control-plane.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
-import { RecordingUpstream } from '../helpers/upstream.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
+import { billingSystems } from '../helpers/proxy-fixtures.js'
 
 /**
  * In the single-process default the control plane waits for the proxy to close before it shuts
@@ -12,9 +11,6 @@ import { RecordingUpstream } from '../helpers/upstream.js'
  * timeout here is two minutes) or on an open CONNECT tunnel. The test's own timeout is the limit.
  */
 t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_000 }, async (t) => {
-  const upstream = await new RecordingUpstream().start()
-  t.teardown(() => upstream.close())
-  upstream.behaviour = () => {} // never answers
   // A TCP server the pass-through list lets a tunnel reach; it holds every connection open.
   const held: Socket[] = []
   const tcp = createServer((s) => held.push(s))
@@ -24,18 +20,11 @@ t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_
     for (const s of held) s.destroy()
     tcp.close()
   })
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
-  const o = await api.newTenant()
-  const agent = await api.post('/v1/keys', { email: o.email, scope: 'agent' }, { bearer: o.apiKey })
-  const routes = { ...billingSystems(upstream.origin), passthrough: [`127.0.0.1:${tcpPort}`] }
-  const proxy = await startEmbeddedProxy(
-    t,
-    cp,
-    writeRoutesFile(routes),
-    { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
-    { upstreamTimeoutMs: 120_000 },
-  )
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  const { upstream, proxy } = await startBillingProxy(t, {
+    systems: (origin) => ({ ...billingSystems(origin), passthrough: [`127.0.0.1:${tcpPort}`] }),
+    proxy: { upstreamTimeoutMs: 120_000 },
+  })
+  upstream.behaviour = () => {} // never answers
 
   const inFlight = agentRequest(proxy.port, {
     method: 'POST',

@@ -1,0 +1,32 @@
+import t from 'tap'
+import { startFleet } from '../helpers/fleet.js'
+import { agentRequest } from '../helpers/proxy.js'
+
+/**
+ * The proxy reads a write's body before deciding when its cached snapshot predicts STEP_UP
+ * (the body is staged with the action). If the tenant moved on and the commit decides ALLOW
+ * instead, that already-read body must still be forwarded, not left hanging. Pub/sub is
+ * suppressed so the proxy's snapshot is stale on purpose.
+ */
+t.test('a write predicted STEP_UP but decided ALLOW is forwarded with its body', async (t) => {
+  const fleet = await startFleet(t, { proxies: 1, deaf: true })
+  const port = fleet.proxies[0]?.port as number
+  const admin = { bearer: fleet.tenant.apiKey }
+  t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
+  const first = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+  t.equal(first.status, 428, 'the proxy has cached a snapshot that says STEP_UP')
+
+  t.equal((await fleet.api.put('/v1/policy', { verify: 'allow' }, admin)).status, 200)
+  const before = fleet.upstream.received.length
+  const body = '{"amount":42}'
+  const reply = await Promise.race([
+    agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body }),
+    new Promise<null>((r) => setTimeout(() => r(null), 5000).unref()),
+  ])
+  t.ok(reply, 'the proxy answered')
+  t.equal(reply?.status, 200, 'decided under the new policy: ALLOW')
+  t.ok(reply?.headers['x-writegate-receipt'], 'with its receipt')
+  const got = fleet.upstream.received.slice(before)
+  t.equal(got.length, 1, 'forwarded once')
+  t.equal(got[0]?.body.toString('utf8'), body, 'with the body the proxy had already read')
+})
