@@ -248,19 +248,18 @@ export function createApprovalService(deps: {
     }
   }
 
-  async function denied(
+  /** What every receipt of an approval's policy re-check records: who approved, and under what. */
+  function recheckedFields(
     caller: KeyCaller,
     action: PendingAction,
-    request: ToolRequest,
     target: string | null,
     outcome: Outcome,
-  ): Promise<ApprovalResponse> {
-    const d = draft({
+    at: number,
+  ) {
+    return {
       receiptId: newId('receipt'),
       tenantId: caller.tenantId,
-      kind: 'EXECUTE',
-      decision: 'DENY',
-      createdAt: nowSeconds(clock),
+      createdAt: at,
       verb: outcome.verb,
       requestedVerb: action.verb,
       target,
@@ -270,6 +269,20 @@ export function createApprovalService(deps: {
       keyId: caller.keyId,
       reason: outcome.reason,
       policyVersion: outcome.policyVersion,
+    }
+  }
+
+  async function denied(
+    caller: KeyCaller,
+    action: PendingAction,
+    request: ToolRequest,
+    target: string | null,
+    outcome: Outcome,
+  ): Promise<ApprovalResponse> {
+    const d = draft({
+      ...recheckedFields(caller, action, target, outcome, nowSeconds(clock)),
+      kind: 'EXECUTE',
+      decision: 'DENY',
       detail: {
         phase: 'refused',
         via: 'approval',
@@ -406,19 +419,8 @@ export function createApprovalService(deps: {
           },
         })
         const approved = draft({
-          receiptId: newId('receipt'),
-          tenantId: caller.tenantId,
+          ...recheckedFields(caller, action, target, outcome, at),
           kind: 'ACTION_APPROVED',
-          createdAt: at,
-          verb: outcome.verb,
-          requestedVerb: action.verb,
-          target,
-          environment: action.environment,
-          principalId: caller.principalId,
-          principalName: caller.principalName,
-          keyId: caller.keyId,
-          reason: outcome.reason,
-          policyVersion: outcome.policyVersion,
           detail: {
             actionId,
             systemId: action.systemId,
