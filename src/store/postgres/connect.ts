@@ -40,8 +40,16 @@ const int8AsNumber = {
   parse: (x: string) => Number(x),
 }
 
+const PLAN_CACHE_MODE = 'force_custom_plan'
+
 const driverOptions = {
   onnotice: () => {},
+  // The driver prepares every statement, and after five runs Postgres may keep a generic
+  // plan for the life of the connection. One made while a table was small (a new tenant, a
+  // fresh install) stays a sequential scan as the table grows: the receipt append's
+  // duplicate check scanned the whole audit log on every batch. Custom plans see the
+  // table's current size each time, for a few tens of microseconds of planning.
+  connection: { plan_cache_mode: PLAN_CACHE_MODE },
   types: { int8: int8AsNumber },
   transform: { undefined: null },
 }
@@ -77,6 +85,8 @@ async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>)
   const sockDir = mkdtempSync(join(tmpdir(), 'writegate-pglite-'))
   try {
     db = await PGlite.create(target.kind === 'pglite-disk' ? target.dir : 'memory://')
+    // PGlite is one session, and its socket ignores start-up parameters: set it here instead.
+    await db.exec(`set plan_cache_mode = ${PLAN_CACHE_MODE}`)
     const path = join(sockDir, '.s.PGSQL.5432')
     server = new PGLiteSocketServer({ db, path })
     await server.start()
