@@ -53,6 +53,10 @@ export function createReceiptDrain(deps: {
         entries.map((e) => e.id),
       )
       moved += entries.reduce((n, e) => n + e.payload.receipts.length, 0)
+      // A short batch means the stream is caught up. Reading again at once would chase the
+      // proxies one receipt at a time, a Postgres transaction each; the next hint or poll
+      // comes soon enough, and the receipts wait durable in the stream meanwhile.
+      if (entries.length < BATCH) return moved
     }
   }
 

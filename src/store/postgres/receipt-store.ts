@@ -55,29 +55,42 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
         fresh.set(d.tenantId, [...(fresh.get(d.tenantId) ?? []), d])
       }
       if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
-      const rows: Record<string, unknown>[] = []
+      // Column arrays, not a multi-row VALUES list: the statement text is the same for every
+      // batch size, so its prepared plan is reused instead of parsed and planned per size.
+      const cols = {
+        tenantId: [] as string[],
+        seq: [] as number[],
+        receiptId: [] as string[],
+        kind: [] as string[],
+        decision: [] as (string | null)[],
+        createdAt: [] as number[],
+        keyId: [] as (string | null)[],
+        body: [] as string[],
+        hash: [] as string[],
+      }
       const moved: { tenant_id: string; seq: number; hash: string }[] = []
       for (const [tenantId, list] of fresh) {
         const head = headOf.get(tenantId)
         if (!head) throw new Error(`audit head missing for ${tenantId}`)
         const chained = chainReceipts(head, list)
         chained.receipts.forEach((r, i) => {
-          rows.push({
-            tenant_id: r.tenantId,
-            seq: r.seq,
-            receipt_id: r.receiptId,
-            kind: r.kind,
-            decision: r.decision,
-            created_at: r.createdAt,
-            key_id: r.keyId,
-            body: chained.bodies[i] as string,
-            hash: r.hash,
-          })
+          cols.tenantId.push(r.tenantId)
+          cols.seq.push(r.seq)
+          cols.receiptId.push(r.receiptId)
+          cols.kind.push(r.kind)
+          cols.decision.push(r.decision)
+          cols.createdAt.push(r.createdAt)
+          cols.keyId.push(r.keyId)
+          cols.body.push(chained.bodies[i] as string)
+          cols.hash.push(r.hash)
           all.set(r.receiptId, r)
         })
         moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
       }
-      await sql`insert into receipts ${sql(rows, 'tenant_id', 'seq', 'receipt_id', 'kind', 'decision', 'created_at', 'key_id', 'body', 'hash')}`
+      await sql`insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
+                select * from unnest(${cols.tenantId}::text[], ${cols.seq}::bigint[], ${cols.receiptId}::text[],
+                                     ${cols.kind}::text[], ${cols.decision}::text[], ${cols.createdAt}::bigint[],
+                                     ${cols.keyId}::text[], ${cols.body}::text[], ${cols.hash}::text[])`
       await sql`update audit_heads h set seq = v.seq, hash = v.hash
                 from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
                             ${moved.map((m) => m.hash)}::text[]) as v(tenant_id, seq, hash)
