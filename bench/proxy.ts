@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
+import { measureCpu, pidsOf } from './support/cpu-time.js'
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -263,14 +264,33 @@ async function main() {
     )
     const rows: Record<
       string,
-      { fixed: Result; sat: Result; seq: { p50: number; p90: number; p99: number } }
+      {
+        fixed: Result
+        sat: Result
+        seq: { p50: number; p90: number; p99: number }
+        cpu: Record<string, number>
+      }
     > = {}
+    const pid = (c: ChildProcess) => () => (c.pid ? [c.pid] : [])
+    // Whose CPU each path spends, so its cost can be told apart from the contention around it.
+    const cpuGroups: Record<string, Record<string, () => number[]>> = {
+      direct: { upstream: pid(upstream.child) },
+      bare: { proxy: pid(bare.child), upstream: pid(upstream.child) },
+      gated: {
+        proxy: pid(gated),
+        upstream: pid(upstream.child),
+        redis: () => pidsOf('redis-server'),
+        'control plane': pid(cp),
+        postgres: () => pidsOf('postgres'),
+      },
+    }
     for (const [name, url] of Object.entries(targets)) {
       await load(url, null) // warm-up
       const seq = await sequential(url)
       const fixed = await load(url, 1000)
+      const stop = measureCpu(cpuGroups[name] ?? {})
       const sat = await load(url, null)
-      rows[name] = { fixed, sat, seq }
+      rows[name] = { fixed, sat, seq, cpu: stop() }
     }
     const fmt = (r: Result) =>
       `${String(Math.round(r.rps)).padStart(6)} req/s  p50 ${String(r.p50).padStart(4)} ms  p99 ${String(r.p99).padStart(4)} ms  p99.9 ${String(r.p999).padStart(4)} ms  errors ${r.errors + r.non2xx}`
@@ -280,6 +300,11 @@ async function main() {
       )
       console.log(`${name.padEnd(7)} @1000/s: ${fmt(r.fixed)}`)
       console.log(`${name.padEnd(7)} saturate: ${fmt(r.sat)}`)
+      const requests = r.sat.rps * DURATION
+      const perReq = Object.entries(r.cpu)
+        .map(([who, ms]) => `${who} ${((ms * 1000) / requests).toFixed(0)}`)
+        .join(', ')
+      console.log(`${name.padEnd(7)} saturate: CPU µs per request: ${perReq}`)
     }
     const b = rows.bare as (typeof rows)[string]
     const g = rows.gated as (typeof rows)[string]
@@ -288,6 +313,10 @@ async function main() {
     )
     console.log(`gated/bare saturation throughput: ${(g.sat.rps / b.sat.rps).toFixed(2)}x (target >= 0.8)`)
     console.log(`added p99 at 1000/s over bare: ${g.fixed.p99 - b.fixed.p99} ms (target <= 1 ms)`)
+    const proxyCpu = (r: (typeof rows)[string]) => (r.cpu.proxy ?? 0) / (r.sat.rps * DURATION)
+    console.log(
+      `proxy process CPU per request, gated/bare: ${(proxyCpu(g) / proxyCpu(b)).toFixed(2)}x (throughput bound if each had its own core: ${(proxyCpu(b) / proxyCpu(g)).toFixed(2)}x)`,
+    )
   } finally {
     // Stop every process before dropping its database.
     await Promise.all(
