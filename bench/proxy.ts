@@ -7,10 +7,11 @@
  * Every server is its own process; autocannon runs as a separate process too. Figures are
  * reported as ratios against the baseline measured in the same run.
  *
+ * writegate runs from `dist/` (built first), as the container image runs it.
  * Run: npx tsx bench/proxy.ts [--duration 10] [--connections 64]
  * Needs PostgreSQL at 127.0.0.1:5432 (trust, database test) and Redis at 127.0.0.1:6379.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -29,6 +30,8 @@ const PG = process.env.WRITEGATE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0
 const REDIS = process.env.WRITEGATE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const root = join(import.meta.dirname, '..')
 const children: ChildProcess[] = []
+/** writegate runs as it ships: compiled by `npm run build`, not through tsx's loader. */
+const MAIN = join(root, 'dist', 'cli', 'main.js')
 
 function start(
   args: string[],
@@ -150,6 +153,7 @@ async function sequential(url: string, n = 3000): Promise<{ p50: number; p90: nu
 }
 
 async function main() {
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' })
   const dbName = `wg_bench_${randomBytes(4).toString('hex')}`
   const admin = postgres(PG, { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database ${dbName}`)
@@ -179,7 +183,7 @@ async function main() {
       stringify({ redis: { keyPrefix: prefix }, quota: { checksPerMonth: 100_000_000 } }),
     )
     const cpPort = 18000 + Math.floor(Math.random() * 1000)
-    const cp = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+    const cp = spawn(process.execPath, [MAIN, 'start'], {
       cwd: root,
       env: {
         ...process.env,
@@ -227,9 +231,7 @@ async function main() {
         ...(process.env.WG_BENCH_PROFILE
           ? [`--cpu-prof`, `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
           : []),
-        '--import',
-        'tsx',
-        'src/cli/main.ts',
+        MAIN,
         'proxy',
       ],
       {

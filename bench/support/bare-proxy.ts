@@ -17,3 +17,5 @@ server.keepAliveTimeout = 65_000
 server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`)
 })
+// Exit normally on SIGTERM, so `--cpu-prof` can write its profile.
+process.on('SIGTERM', () => process.exit(0))

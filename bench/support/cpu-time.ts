@@ -26,12 +26,7 @@ export function cpuMs(pid: number): number {
 /** Pids of every running process with this exact command name. */
 export function pidsOf(name: string): number[] {
   try {
-    return execFileSync('pgrep', ['-x', name])
-      .toString()
-      .trim()
-      .split('\n')
-      .filter(Boolean)
-      .map(Number)
+    return execFileSync('pgrep', ['-x', name]).toString().trim().split('\n').filter(Boolean).map(Number)
   } catch {
     return []
   }
@@ -41,7 +36,9 @@ export function pidsOf(name: string): number[] {
 export function machineBusyMs(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string
   const [, user, nice, system, , , irq, softirq, steal] = line.split(/\s+/).map(Number)
-  return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) / TICKS
+  return (
+    (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) / TICKS
+  )
 }
 
 /** Starts a measurement over named groups of processes; the returned function ends it. */
