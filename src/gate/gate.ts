@@ -57,6 +57,8 @@ export interface Gate {
 }
 
 const MAX_ATTEMPTS = 5
+/** Grant candidates the proxy path offers one commit (each carries its own receipts). */
+const MAX_DURABLE_CANDIDATES = 8
 
 /** What one attempt under a snapshot wants: either an answer now, or a commit to try. */
 type Attempt<T> =
@@ -110,8 +112,8 @@ export function createGate(deps: {
       }
       if (result.status !== 'stale') return step.settle(result)
       events.commitRetried({ tenantId })
+      // No current version (Redis lost it): drop the entry whatever its version.
       snapshots.invalidate(tenantId, result.currentVersion ?? undefined)
-      if (result.currentVersion === null) snapshots.invalidate(tenantId)
     }
     return unavailable('commit_conflict')
   }
@@ -128,14 +130,16 @@ export function createGate(deps: {
         const decideSeconds = (performance.now() - t0) / 1000
         if (evaluation.kind === 'unknown_verb')
           return { done: { kind: 'unknown_verb', verb: evaluation.verb } }
-        const candidates = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
+        const all = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
+        // Each candidate the commit may consume brings its own receipts, naming that grant, so
+        // the proxy path offers only the best few. Past them the answer is DENY, never ALLOW.
+        const candidates = req.durableFor ? all.slice(0, MAX_DURABLE_CANDIDATES) : all
         let durable: CommitRequest['durable']
         if (req.durableFor) {
-          const otherwise = req.durableFor(settleGrant(evaluation, null), snap)
-          const granted = candidates[0]
-            ? req.durableFor(settleGrant(evaluation, candidates[0].grantId), snap)
-            : undefined
-          durable = granted ? { otherwise, ifGranted: granted } : { otherwise }
+          const durableFor = req.durableFor
+          const otherwise = durableFor(settleGrant(evaluation, null), snap)
+          const ifGranted = candidates.map((c) => durableFor(settleGrant(evaluation, c.grantId), snap))
+          durable = ifGranted.length > 0 ? { otherwise, ifGranted } : { otherwise }
         }
         return {
           commit: { quota: quotaFor(req, now), grantCandidates: candidates, ...(durable ? { durable } : {}) },

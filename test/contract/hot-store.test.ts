@@ -111,6 +111,33 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
     t.equal(got.indexOf('grt_1') >= 0, true)
   })
 
+  t.test('receipts: the variant of the grant actually consumed, not of the first candidate', async (t) => {
+    const ten = tenant()
+    await hot.publish(snapshot(ten, 1))
+    const c = [
+      { grantId: 'grt_a', expiresAt: now() + 60 },
+      { grantId: 'grt_b', expiresAt: now() + 60 },
+    ]
+    const commit = () =>
+      hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: null,
+        grantCandidates: c,
+        durable: {
+          otherwise: pl([receipt(ten, 'deny')]),
+          ifGranted: [pl([receipt(ten, 'with-a')]), pl([receipt(ten, 'with-b')])],
+        },
+      })
+    t.match(await commit(), { grantId: 'grt_a', durable: { receipts: [{ detail: { label: 'with-a' } }] } })
+    t.match(
+      await commit(),
+      { grantId: 'grt_b', durable: { receipts: [{ detail: { label: 'with-b' } }] } },
+      'grt_a is taken, so grt_b is consumed and its receipts are queued',
+    )
+    t.match(await commit(), { grantId: null, durable: { receipts: [{ detail: { label: 'deny' } }] } })
+  })
+
   t.test(
     'receipts: the granted variant when a grant was consumed; release gives back quota and grant',
     async (t) => {
@@ -124,7 +151,7 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
         grantCandidates: c,
         durable: {
           otherwise: pl([receipt(ten, 'deny')]),
-          ifGranted: pl([receipt(ten, 'allow'), receipt(ten, 'staged')]),
+          ifGranted: [pl([receipt(ten, 'allow'), receipt(ten, 'staged')])],
         },
       })
       t.match(first, {
@@ -137,7 +164,7 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
         version: 1,
         quota: quota(10),
         grantCandidates: c,
-        durable: { otherwise: pl([receipt(ten, 'deny2')]), ifGranted: pl([receipt(ten, 'allow2')]) },
+        durable: { otherwise: pl([receipt(ten, 'deny2')]), ifGranted: [pl([receipt(ten, 'allow2')])] },
       })
       t.match(second, {
         status: 'committed',
@@ -192,7 +219,8 @@ t.test('hot store contract: memory', async (t) => {
   })
 })
 
-t.test('hot store contract: real Redis', async (t) => {
+/** A Redis hot store under a fresh key prefix, closed (and its keys deleted) at teardown. */
+async function openRedisHotStore(t: Test) {
   const tr = await openTestRedis()
   const opts = { url: tr.url, keyPrefix: tr.prefix }
   const redis = connectRedis(opts)
@@ -212,6 +240,11 @@ t.test('hot store contract: real Redis', async (t) => {
     subscriber.disconnect()
     await tr.close()
   })
+  return { tr, redis, hot }
+}
+
+t.test('hot store contract: real Redis', async (t) => {
+  const { tr, redis, hot } = await openRedisHotStore(t)
   await suite(t, hot, [])
 
   t.test(
@@ -267,19 +300,7 @@ t.test('hot store contract: real Redis', async (t) => {
 })
 
 t.test('redis: draining a tenant that never queued anything creates nothing', async (t) => {
-  const tr = await openTestRedis()
-  const opts = { url: tr.url, keyPrefix: tr.prefix }
-  const redis = connectRedis(opts)
-  const subscriber = connectRedis(opts, 'subscriber')
-  await redis.connect()
-  await subscriber.connect()
-  const hot = createRedisHotStore({ redis, subscriber, keyPrefix: tr.prefix, nowSeconds: now })
-  t.teardown(async () => {
-    await hot.close()
-    redis.disconnect()
-    subscriber.disconnect()
-    await tr.close()
-  })
+  const { tr, redis, hot } = await openRedisHotStore(t)
   t.same(await hot.receiptQueue?.read('ten_quiet', 'd1', 10), [])
   t.same(await redis.keys(`${tr.prefix}*`), [], 'no stream or group was made for it')
 })

@@ -63,19 +63,17 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       if (req.quota && used >= req.quota.limit)
         return { status: 'quota_exhausted', used, limit: req.quota.limit }
       let grantId: string | null = null
-      for (const c of req.grantCandidates) {
+      let granted = -1
+      for (const [i, c] of req.grantCandidates.entries()) {
         if (!consumed.has(c.grantId)) {
           grantId = c.grantId
+          granted = i
           consumed.set(c.grantId, c.expiresAt)
           break
         }
       }
       if (qk) quota.set(qk, used + 1)
-      const durable = req.durable
-        ? grantId && req.durable.ifGranted
-          ? req.durable.ifGranted
-          : req.durable.otherwise
-        : null
+      const durable = req.durable ? (req.durable.ifGranted?.[granted] ?? req.durable.otherwise) : null
       if (durable) {
         if (!opts.receiptSink) throw new Error('memory hot store has no receipt sink')
         try {

@@ -25,9 +25,10 @@ export interface CommitRequest {
   grantCandidates: readonly GrantCandidate[]
   /**
    * Proxy path only: what to make durable in the same atomic step, before the write may go
-   * upstream. `ifGranted` is used instead when a grant was consumed.
+   * upstream. When a grant is consumed, `ifGranted[i]` (index-aligned with `grantCandidates`)
+   * is made durable instead, so the receipt names the grant that was actually consumed.
    */
-  durable?: { otherwise: DurablePayload; ifGranted?: DurablePayload }
+  durable?: { otherwise: DurablePayload; ifGranted?: readonly DurablePayload[] }
 }
 
 /** Receipts, and the pending actions a STEP_UP write staged (with the request they replay). */

@@ -17,8 +17,10 @@ return 1
 /**
  * The atomic commit. KEYS: ver, quota counter, receipt stream, then one consumption marker
  * per grant candidate. ARGV: version, quota limit (-1: not a check), quota TTL, n,
- * n marker TTLs, n grant ids, receipts JSON ('' none), receipts-if-granted JSON ('' none).
- * Returns {'stale', current} | {'quota', used, limit} | {'ok', grantId, used, streamId, variant}.
+ * n marker TTLs, n grant ids, receipts JSON ('' none), then n receipts JSON for "candidate i
+ * was consumed" ('' none). Returns {'stale', current} | {'quota', used, limit} |
+ * {'ok', grantId, used, streamId, variant}, variant being the consumed candidate's 1-based
+ * index when its receipts were queued, else ''.
  */
 export const COMMIT = `
 local cur = redis.call('GET', KEYS[1])
@@ -32,9 +34,11 @@ if limit >= 0 then
 end
 local n = tonumber(ARGV[4])
 local granted = ''
+local gi = 0
 for i = 1, n do
   if redis.call('SET', KEYS[3 + i], '1', 'NX', 'EX', tonumber(ARGV[4 + i])) then
     granted = ARGV[4 + n + i]
+    gi = i
     break
   end
 end
@@ -43,10 +47,10 @@ if limit >= 0 then
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
 end
 local receipts = ARGV[5 + 2 * n]
-local variant = 'o'
-if granted ~= '' and ARGV[6 + 2 * n] ~= '' then
-  receipts = ARGV[6 + 2 * n]
-  variant = 'g'
+local variant = ''
+if gi > 0 and ARGV[5 + 2 * n + gi] ~= '' then
+  receipts = ARGV[5 + 2 * n + gi]
+  variant = tostring(gi)
 end
 local id = ''
 if receipts ~= '' then id = redis.call('XADD', KEYS[3], '*', 'r', receipts) end

@@ -211,17 +211,19 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
         ...cands.map((c) => Math.max(60, c.expiresAt - now + GRANT_MARKER_GRACE_SECONDS)),
         ...cands.map((c) => c.grantId),
         req.durable ? JSON.stringify(req.durable.otherwise) : '',
-        req.durable?.ifGranted ? JSON.stringify(req.durable.ifGranted) : '',
+        ...cands.map((_, i) => {
+          const p = req.durable?.ifGranted?.[i]
+          return p ? JSON.stringify(p) : ''
+        }),
       ]
       const res = await r.wgCommit(keys.length, ...keys, ...args)
       if (res[0] === 'stale') return { status: 'stale', currentVersion: res[1] ? Number(res[1]) : null }
       if (res[0] === 'quota')
         return { status: 'quota_exhausted', used: Number(res[1]), limit: Number(res[2]) }
       const grantId = res[1] || null
+      // res[4]: the 1-based index of the candidate whose receipts were queued, or '' for `otherwise`.
       const durable = req.durable
-        ? res[4] === 'g' && req.durable.ifGranted
-          ? req.durable.ifGranted
-          : req.durable.otherwise
+        ? (req.durable.ifGranted?.[Number(res[4]) - 1] ?? req.durable.otherwise)
         : null
       if (res[3]) {
         // A hint for the drainer; the receipt itself is already durable in the stream. At
