@@ -56,6 +56,19 @@ function matches(selector: Record<string, string>, labels: Record<string, string
   return Object.entries(selector).every(([k, v]) => labels?.[k] === v)
 }
 
+/** The injector fixture's annotated pod, as the injector configured by these settings rewrites it. */
+function injectedFixturePod(settings: ReturnType<typeof parseSettings>): Pod {
+  const review = JSON.parse(
+    readFileSync(
+      join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
+      'utf8',
+    ),
+  )
+  const m = mutatePod(review.request.object, injectorOptions(settings))
+  if (m.outcome !== 'injected') throw new Error('expected an injection')
+  return applyJsonPatch(review.request.object as Pod, m.patch)
+}
+
 function b64(s: string): string {
   return Buffer.from(s, 'base64').toString('utf8')
 }
@@ -329,15 +342,7 @@ t.test(
     const settings = parseSettings(
       parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
     )
-    const review = JSON.parse(
-      readFileSync(
-        join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
-        'utf8',
-      ),
-    )
-    const m = mutatePod(review.request.object, injectorOptions(settings))
-    if (m.outcome !== 'injected') throw new Error('expected an injection')
-    const pod = applyJsonPatch(review.request.object as Pod, m.patch)
+    const pod = injectedFixturePod(settings)
     t.ok(matches(pm.spec.selector.matchLabels, pod.metadata?.labels), 'the PodMonitor selects injected pods')
     t.same(pm.spec.namespaceSelector, { any: true })
     const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
@@ -373,15 +378,7 @@ t.test("the chart's settings give injected proxies their secrets, and agents non
     'registry.example.com/platform/writegate:0.1.0',
     'the proxy image follows image.*',
   )
-  const review = JSON.parse(
-    readFileSync(
-      join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
-      'utf8',
-    ),
-  )
-  const m = mutatePod(review.request.object, injectorOptions(settings))
-  if (m.outcome !== 'injected') throw new Error('expected an injection')
-  const pod = applyJsonPatch(review.request.object as Pod, m.patch)
+  const pod = injectedFixturePod(settings)
   const secretVolumes = new Set((pod.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.name))
   const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
   t.ok(

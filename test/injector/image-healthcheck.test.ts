@@ -1,13 +1,13 @@
-import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import { createInjector } from '../../src/injector/injector-process.js'
 import { createLogger } from '../../src/observability/logger.js'
+import { selfSigned } from '../helpers/self-signed.js'
 
 const dockerfile = readFileSync(join(import.meta.dirname, '..', '..', 'Dockerfile'), 'utf8')
 
@@ -52,31 +52,10 @@ t.test('the HEALTHCHECK probes the control plane over HTTP and the injector over
     'a non-200 is unhealthy',
   )
 
-  const dir = mkdtempSync(join(tmpdir(), 'wg-hc-'))
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      '/CN=injector',
-      '-keyout',
-      join(dir, 'k'),
-      '-out',
-      join(dir, 'c'),
-    ],
-    { stdio: 'pipe' },
-  )
+  const tls = selfSigned('injector')
   const injector = createInjector(
     parseSettings({
-      injector: { host: '127.0.0.1', port: 0, tls: { certFile: join(dir, 'c'), keyFile: join(dir, 'k') } },
+      injector: { host: '127.0.0.1', port: 0, tls: { certFile: tls.cert, keyFile: tls.key } },
     }),
     { logger: createLogger('silent') },
   )

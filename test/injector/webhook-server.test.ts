@@ -1,46 +1,13 @@
-import { execFileSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { request } from 'node:https'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import { createInjector } from '../../src/injector/injector-process.js'
 import { createLogger } from '../../src/observability/logger.js'
-
-const dir = mkdtempSync(join(tmpdir(), 'wg-injector-'))
-
-/** A self-signed serving certificate for localhost, made with openssl for this test only. */
-function selfSigned(name: string): { cert: string; key: string; pem: string } {
-  const cert = join(dir, `${name}.crt`)
-  const key = join(dir, `${name}.key`)
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: 'pipe' },
-  )
-  return { cert, key, pem: readFileSync(cert, 'utf8') }
-}
+import { selfSigned } from '../helpers/self-signed.js'
 
 interface Reply {
   status: number
