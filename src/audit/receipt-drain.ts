@@ -38,8 +38,10 @@ export function createReceiptDrain(deps: {
   let lastBacklog = 0
   let lastSweep = 0
   let unsubscribe: (() => void) | undefined
+  let hinted = false
 
-  async function drainTenant(tenantId: string): Promise<number> {
+  /** `untilEmpty`: keep reading past a short batch (drainAll: tests and shutdown). */
+  async function drainTenant(tenantId: string, untilEmpty: boolean): Promise<number> {
     let moved = 0
     for (;;) {
       const entries = await queue.read(tenantId, deps.consumer, BATCH)
@@ -56,14 +58,14 @@ export function createReceiptDrain(deps: {
       // A short batch means the stream is caught up. Reading again at once would chase the
       // proxies one receipt at a time, a Postgres transaction each; the next hint or poll
       // comes soon enough, and the receipts wait durable in the stream meanwhile.
-      if (entries.length < BATCH) return moved
+      if (entries.length < BATCH && !untilEmpty) return moved
     }
   }
 
   /** Tenants that queued recently: looked at on every pass, since proxies throttle their hints. */
   const recent = new Map<string, number>()
 
-  async function pass(sweep: boolean): Promise<number> {
+  async function pass(sweep: boolean, untilEmpty = false): Promise<number> {
     const now = Date.now()
     const tenants = new Set(await queue.dirtyTenants())
     for (const [t, at] of recent) {
@@ -73,7 +75,7 @@ export function createReceiptDrain(deps: {
     if (sweep) for (const t of await deps.tenantIds()) tenants.add(t)
     let moved = 0
     for (const t of tenants) {
-      const n = await drainTenant(t)
+      const n = await drainTenant(t, untilEmpty)
       if (n > 0) recent.set(t, now)
       moved += n
     }
@@ -85,19 +87,27 @@ export function createReceiptDrain(deps: {
     start() {
       if (running) return
       running = true
-      unsubscribe = queue.onQueued(() => wake?.())
+      // A hint that lands during a pass is remembered, so the loop goes round again at once
+      // instead of sleeping through it until the next poll.
+      unsubscribe = queue.onQueued(() => {
+        hinted = true
+        wake?.()
+      })
       loop = (async () => {
         while (running) {
           const now = Date.now()
           const sweep = now - lastSweep >= (deps.sweepIntervalMs ?? 10_000)
+          hinted = false
           try {
             await pass(sweep)
             if (sweep) lastSweep = now
           } catch (err) {
             // Redis or Postgres away: nothing was acknowledged, so nothing is lost; retry.
             logger.warn({ err }, 'receipt drain pass failed; will retry')
+            hinted = false // retry at the poll interval, not at every hint while a store is away
           }
           await new Promise<void>((resolve) => {
+            if (hinted || !running) return resolve()
             const timer = setTimeout(resolve, deps.pollIntervalMs ?? 1000)
             wake = () => {
               clearTimeout(timer)
@@ -115,7 +125,7 @@ export function createReceiptDrain(deps: {
       await loop
     },
     async drainAll() {
-      return pass(true)
+      return pass(true, true)
     },
     backlog: () => lastBacklog,
   }

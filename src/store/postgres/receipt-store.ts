@@ -55,8 +55,8 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
         fresh.set(d.tenantId, [...(fresh.get(d.tenantId) ?? []), d])
       }
       if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
-      // Column arrays, not a multi-row VALUES list: the statement text is the same for every
-      // batch size, so its prepared plan is reused instead of parsed and planned per size.
+      // Column arrays, not a multi-row VALUES list: one statement text for every batch size,
+      // parsed and prepared once per connection instead of once per size.
       const cols = {
         tenantId: [] as string[],
         seq: [] as number[],

@@ -1,0 +1,104 @@
+import t from 'tap'
+import { createDirectAuditLog } from '../../src/audit/audit-log.js'
+import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
+import { newId } from '../../src/core/ids.js'
+import { draft } from '../../src/core/receipt.js'
+import type { TenantSnapshot } from '../../src/core/snapshot.js'
+import { createLogger } from '../../src/observability/logger.js'
+import type { ReceiptQueue } from '../../src/store/ports/hot-store.js'
+import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
+import { connectRedis } from '../../src/store/redis/connect.js'
+import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
+import { openTestDatabase } from '../helpers/backends.js'
+import { openTestRedis } from '../helpers/redis.js'
+
+const now = () => Math.floor(Date.now() / 1000)
+const snapshot = (tenantId: string): TenantSnapshot => ({
+  tenantId,
+  version: 1,
+  builtAt: now(),
+  policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
+  verbs: [],
+  principals: {},
+  keys: {},
+  roster: { all: false, principals: [], keys: [] },
+  grants: [],
+})
+
+t.test('drain: a hint that lands during a pass is acted on at once, not at the next poll', async (t) => {
+  const tr = await openTestRedis()
+  const opts = { url: tr.url, keyPrefix: tr.prefix }
+  const redis = connectRedis(opts)
+  const subscriber = connectRedis(opts, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({ redis, subscriber, keyPrefix: tr.prefix, nowSeconds: now })
+  const tdb = await openTestDatabase('pglite-memory')
+  const sor = createSystemOfRecord(tdb.db)
+  const queue = hot.receiptQueue as ReceiptQueue
+
+  const [a, b] = [newId('tenant'), newId('tenant')]
+  for (const ten of [a, b]) await hot.publish(snapshot(ten))
+  const commitOne = async (tenantId: string) => {
+    const receiptId = newId('receipt')
+    const r = draft({ receiptId, tenantId, kind: 'CHECK', decision: 'ALLOW', createdAt: now() })
+    await hot.commit({
+      tenantId,
+      version: 1,
+      quota: null,
+      grantCandidates: [],
+      durable: { otherwise: { receipts: [r], actions: [] } },
+    })
+    return receiptId
+  }
+
+  // While the drain reads tenant a, tenant b queues a receipt and its hint arrives.
+  let during: Promise<string> | null = null
+  const racing: ReceiptQueue = {
+    ...queue,
+    async read(tenantId, consumer, count) {
+      if (tenantId === a && !during) {
+        during = commitOne(b)
+        await during
+        await new Promise((r) => setTimeout(r, 200))
+      }
+      return queue.read(tenantId, consumer, count)
+    },
+  }
+  const drain = createReceiptDrain({
+    queue: racing,
+    sor,
+    audit: createDirectAuditLog(sor),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [],
+    // Far longer than the test waits: only a hint can start the next pass.
+    pollIntervalMs: 60_000,
+    sweepIntervalMs: 60_000,
+  })
+  t.teardown(async () => {
+    await drain.stop()
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+    await tr.close()
+    await tdb.close()
+  })
+  await new Promise((r) => setTimeout(r, 100)) // let the SUBSCRIBE land
+  drain.start()
+  const first = await commitOne(a)
+
+  const stored = async (tenantId: string, receiptId: string) => {
+    for (let i = 0; i < 100; i++) {
+      if (await sor.stores.receipts.get(tenantId, receiptId)) return true
+      await new Promise((r) => setTimeout(r, 30))
+    }
+    return false
+  }
+  t.ok(await stored(a, first), "tenant a's receipt is drained")
+  t.ok(during, 'tenant b committed during the pass')
+  t.ok(
+    await stored(b, await (during as unknown as Promise<string>)),
+    "tenant b's receipt is drained within 3 s",
+  )
+})
