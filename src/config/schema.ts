@@ -2,7 +2,17 @@ import { isIP } from 'node:net'
 import { z } from 'zod'
 import { VERSION } from '../version.js'
 
-const port = z.coerce.number().int().min(0).max(65535)
+/**
+ * A number, or a string of one (environment overrides are strings). Not z.coerce: that turns
+ * an empty YAML value, '' or false into 0, so `port:` left blank would bind a random port.
+ */
+const num = (refine: (n: z.ZodNumber) => z.ZodNumber) =>
+  z.preprocess(
+    (v) => (typeof v === 'string' && /^\s*-?\d+(\.\d+)?\s*$/.test(v) ? Number(v) : v),
+    refine(z.number()),
+  )
+
+const port = num((n) => n.int().min(0).max(65535))
 
 /** `loopback`, an IP address or a CIDR; handed to proxy-addr as fastify's trustProxy. */
 const trustEntry = z.string().refine(
@@ -11,10 +21,11 @@ const trustEntry = z.string().refine(
     const [addr, bits, ...rest] = s.split('/')
     if (rest.length > 0 || !addr || isIP(addr) === 0) return false
     if (bits === undefined) return true
+    // proxy-addr refuses /0 (trust everyone) and anything but plain digits.
     const n = Number(bits)
-    return Number.isInteger(n) && n >= 0 && n <= (isIP(addr) === 4 ? 32 : 128)
+    return /^\d+$/.test(bits) && n >= 1 && n <= (isIP(addr) === 4 ? 32 : 128)
   },
-  { message: 'expected loopback, an IP address or a CIDR' },
+  { message: 'expected loopback, linklocal, uniquelocal, an IP address or a CIDR (prefix 1 or more)' },
 )
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -60,7 +71,7 @@ const injectorSettings = z
         certFile: z.string().min(1).default('/etc/writegate/injector-tls/tls.crt'),
         keyFile: z.string().min(1).default('/etc/writegate/injector-tls/tls.key'),
         /** How often the files are checked for a rotated certificate (cert-manager renews in place). */
-        reloadSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+        reloadSeconds: num((n) => n.int().min(1).max(86400)).default(60),
       })
       .strict()
       .prefault({}),
@@ -102,7 +113,7 @@ const injectorSettings = z
         image: imageRef.optional(),
         /** Destinations that skip the redirect (the API server for a controller agent, say). */
         excludeOutboundCidrs: z.array(cidr).default([]),
-        excludeOutboundPorts: z.array(z.coerce.number().int().min(1).max(65535)).default([]),
+        excludeOutboundPorts: z.array(num((n) => n.int().min(1).max(65535))).default([]),
       })
       .strict()
       .prefault({}),
@@ -134,9 +145,9 @@ export const settingsSchema = z
         /** The environment whose policy override applies to this proxy's decisions. */
         environment: z.enum(['dev', 'staging', 'prod']).optional(),
         /** Upstream response timeout. */
-        upstreamTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        upstreamTimeoutMs: num((n) => n.int().min(100).max(600000)).default(30000),
         /** A STEP_UP write is staged for approval with its body, up to this size. */
-        maxStagedBodyBytes: z.coerce.number().int().min(0).max(10485760).default(1048576),
+        maxStagedBodyBytes: num((n) => n.int().min(0).max(10485760)).default(1048576),
       })
       .strict()
       .prefault({}),
@@ -156,7 +167,7 @@ export const settingsSchema = z
             message: 'expected postgres://…, postgresql://… or memory://',
           })
           .optional(),
-        maxConnections: z.coerce.number().int().min(1).max(200).default(10),
+        maxConnections: num((n) => n.int().min(1).max(200)).default(10),
       })
       .strict()
       .prefault({}),
@@ -192,13 +203,13 @@ export const settingsSchema = z
       .object({
         /** `proof` (default) requires proof for a second key of an email; `open` is the unsafe literal reading. */
         sameEmail: z.enum(['proof', 'open']).default('proof'),
-        perIpPerHour: z.coerce.number().int().min(1).max(100000).default(10),
+        perIpPerHour: num((n) => n.int().min(1).max(100000)).default(10),
       })
       .strict()
       .prefault({}),
     quota: z
       .object({
-        checksPerMonth: z.coerce.number().int().min(1).default(100),
+        checksPerMonth: num((n) => n.int().min(1)).default(100),
       })
       .strict()
       .prefault({}),
@@ -207,32 +218,32 @@ export const settingsSchema = z
     tokens: z
       .object({
         /** Lifetime of ALLOW tokens and leases. */
-        allowTtlSeconds: z.coerce.number().int().min(5).max(3600).default(60),
+        allowTtlSeconds: num((n) => n.int().min(5).max(3600)).default(60),
       })
       .strict()
       .prefault({}),
     sandbox: z
       .object({
-        perIpPerMinute: z.coerce.number().int().min(1).max(100000).default(20),
+        perIpPerMinute: num((n) => n.int().min(1).max(100000)).default(20),
       })
       .strict()
       .prefault({}),
     /** Upstream calls of /v1/execute and approved agent actions (one keep-alive pool per enrolled origin). */
     execute: z
       .object({
-        connectTimeoutMs: z.coerce.number().int().min(100).max(120000).default(5000),
+        connectTimeoutMs: num((n) => n.int().min(100).max(120000)).default(5000),
         /** Time to the upstream's response headers. */
-        headersTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        headersTimeoutMs: num((n) => n.int().min(100).max(600000)).default(30000),
         /** Longest gap between two chunks of the upstream's response body. */
-        bodyTimeoutMs: z.coerce.number().int().min(100).max(600000).default(30000),
+        bodyTimeoutMs: num((n) => n.int().min(100).max(600000)).default(30000),
         /** A larger upstream response is cut off and reported as an upstream error. */
-        maxResponseBytes: z.coerce
-          .number()
-          .int()
-          .min(1024)
-          .max(64 * 1024 * 1024)
-          .default(8 * 1024 * 1024),
-        connectionsPerOrigin: z.coerce.number().int().min(1).max(1024).default(32),
+        maxResponseBytes: num((n) =>
+          n
+            .int()
+            .min(1024)
+            .max(64 * 1024 * 1024),
+        ).default(8 * 1024 * 1024),
+        connectionsPerOrigin: num((n) => n.int().min(1).max(1024)).default(32),
       })
       .strict()
       .prefault({}),
@@ -240,18 +251,18 @@ export const settingsSchema = z
     approvals: z
       .object({
         /** Code checks per action in `actionWindowSeconds`: five wrong codes lock the action for a minute. */
-        codeAttemptsPerAction: z.coerce.number().int().min(1).max(1000).default(5),
-        actionWindowSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+        codeAttemptsPerAction: num((n) => n.int().min(1).max(1000)).default(5),
+        actionWindowSeconds: num((n) => n.int().min(1).max(86400)).default(60),
         /** Code checks per tenant (all its actions) in `tenantWindowSeconds`. */
-        codeAttemptsPerTenant: z.coerce.number().int().min(1).max(100000).default(30),
-        tenantWindowSeconds: z.coerce.number().int().min(1).max(86400).default(600),
+        codeAttemptsPerTenant: num((n) => n.int().min(1).max(100000)).default(30),
+        tenantWindowSeconds: num((n) => n.int().min(1).max(86400)).default(600),
       })
       .strict()
       .prefault({}),
     hotStore: z
       .object({
         /** How often the reconciler compares snapshot versions with Postgres. */
-        reconcileIntervalMs: z.coerce.number().int().min(100).max(600000).default(5000),
+        reconcileIntervalMs: num((n) => n.int().min(100).max(600000)).default(5000),
       })
       .strict()
       .prefault({}),
@@ -261,9 +272,9 @@ export const settingsSchema = z
         /** PEM PKCS#8 Ed25519 private key that signs checkpoints; never stored in Postgres. */
         signingKeyFile: z.string().min(1).optional(),
         /** Every tenant whose head moved gets a signed checkpoint this often. */
-        checkpointIntervalSeconds: z.coerce.number().int().min(1).max(86400).default(60),
+        checkpointIntervalSeconds: num((n) => n.int().min(1).max(86400)).default(60),
         /** `: keepalive` comments on receipt streams at least this often (the contract says 15 s at most). */
-        streamKeepaliveSeconds: z.coerce.number().int().min(1).max(15).default(15),
+        streamKeepaliveSeconds: num((n) => n.int().min(1).max(15)).default(15),
       })
       .strict()
       .prefault({}),

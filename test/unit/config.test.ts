@@ -83,6 +83,23 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
       /^invalid setting server\.trustProxy\.0/,
     ],
     [
+      { WRITEGATE_CONFIG: file('trust0.yaml', ''), WRITEGATE_TRUST_PROXY: '10.0.0.0/0' },
+      /^invalid setting server\.trustProxy\.0/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('trustexp.yaml', 'server:\n  trustProxy: [10.0.0.0/1e1]\n') },
+      /^invalid setting server\.trustProxy\.0/,
+    ],
+    // A blank YAML value is not 0: the server would bind a random port.
+    [
+      { WRITEGATE_CONFIG: file('blank.yaml', 'server:\n  port:\n') },
+      /^invalid setting server\.port.*: .*received null$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('boolport.yaml', 'proxy:\n  port: false\n') },
+      /^invalid setting proxy\.port.*received boolean/,
+    ],
+    [
       { WRITEGATE_CONFIG: file('unknown.yaml', 'server:\n  prot: 1\n') },
       /^invalid setting server: unknown setting\(s\) prot$/,
     ],
