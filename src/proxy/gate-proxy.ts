@@ -21,7 +21,7 @@ import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
 import { stripHopByHop } from './hop-by-hop.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import { sendJson } from './proxy-responses.js'
-import { resolveTarget } from './request-target.js'
+import { NOT_ENROLLED, resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 import { enrolledFor } from './system-tenancy.js'
@@ -415,11 +415,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (!enrolledFor(target.system.system, tenant.tenantId))
         return sendJson(
           res,
-          403,
-          {
-            error: `${target.system.system.systemId} is not enrolled for this proxy's tenant`,
-            code: 'not_enrolled',
-          },
+          NOT_ENROLLED.status,
+          { error: NOT_ENROLLED.error, code: NOT_ENROLLED.code },
           { connection: 'close' },
         )
     }

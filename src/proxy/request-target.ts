@@ -15,6 +15,17 @@ function hostPort(host: string): { hostname: string; port: number | null } {
 }
 
 /**
+ * The one answer for a system this proxy does not serve, whether it does not exist or is
+ * another tenant's: an agent cannot tell which (nor learn other tenants' system ids).
+ */
+export const NOT_ENROLLED = {
+  ok: false,
+  status: 403,
+  error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
+  code: 'not_enrolled',
+} as const
+
+/**
  * Which enrolled system a request is for, and the upstream path:
  * - forward mode: an absolute URI naming an enrolled upstream host (agents that honour HTTP_PROXY);
  * - reverse mode: `/<systemId>/<path>`;
@@ -47,14 +58,8 @@ export function resolveTarget(
         code: 'invalid_request',
       }
     system = table.systemForHost(url.hostname, url.port ? Number(url.port) : null, tenantId)
-    if (!system)
-      return {
-        ok: false,
-        status: 403,
-        error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
-        code: 'not_enrolled',
-      }
-    // The raw path as sent (not URL-normalised), so it is checked and forwarded byte for byte.
+    if (!system) return NOT_ENROLLED
+    // The raw path as sent (not URL-normalised), so what is checked is what the agent sent.
     const authorityStart = raw.indexOf('//') + 2
     const slash = raw.indexOf('/', authorityStart)
     const qmark = raw.indexOf('?', authorityStart)
@@ -65,7 +70,7 @@ export function resolveTarget(
     const m = /^\/(sys_[A-Za-z0-9_-]+)(\/.*|\?.*)?$/.exec(raw)
     if (m) {
       system = table.system(m[1] as string)
-      if (!system) return { ok: false, status: 404, error: `no enrolled system ${m[1]}`, code: 'not_found' }
+      if (!system) return NOT_ENROLLED
       path = m[2] ?? '/'
       if (path.startsWith('?')) path = `/${path}`
       mode = 'reverse'

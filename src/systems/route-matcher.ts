@@ -23,16 +23,21 @@ export function compileRoutes(routes: readonly SystemRoute[]): RouteMatcher {
     verb: r.verb,
     target: r.target,
   }))
+  const find = (method: string, path: string): RouteMatch | null => {
+    for (const r of compiled) {
+      if (r.method !== method) continue
+      const params = r.pattern.match(path)
+      if (params)
+        return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
+    }
+    return null
+  }
   return {
     match(method, pathWithQuery) {
       const path = pathWithQuery.split('?')[0] as string
-      for (const r of compiled) {
-        if (r.method !== method) continue
-        const params = r.pattern.match(path)
-        if (params)
-          return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
-      }
-      return null
+      // Upstream frameworks answer HEAD with their GET handler: a gated GET gates its HEAD too,
+      // unless a HEAD route of its own says otherwise.
+      return find(method, path) ?? (method === 'HEAD' ? find('GET', path) : null)
     },
   }
 }

@@ -165,7 +165,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
       body: 'x',
     })
     t.same([stranger.status, stranger.json().code], [403, 'not_enrolled'])
-    t.equal((await agentRequest(port, { method: 'POST', path: '/sys_nope/v1/verify' })).status, 404)
+    t.equal((await agentRequest(port, { method: 'POST', path: '/sys_nope/v1/verify' })).status, 403)
     t.equal(upstream.received.length, before + 2)
   })
 

@@ -56,6 +56,12 @@ t.test("a proxy never reaches another tenant's system", async (t) => {
     t.equal(upstream.received.length, 0, 'the upstream received nothing')
   })
 
+  t.test("tenant B's system answers exactly as one that does not exist", async (t) => {
+    const theirs = await agentRequest(port, { method: 'POST', path: '/sys_theirs/v1/verify', body: '{}' })
+    const missing = await agentRequest(port, { method: 'POST', path: '/sys_nowhere/v1/verify', body: '{}' })
+    t.same([theirs.status, theirs.json()], [missing.status, missing.json()])
+  })
+
   t.test("tenant A's own system on the same upstream still works, in every mode", async (t) => {
     const reverse = await agentRequest(port, { method: 'POST', path: '/sys_ours/v1/verify', body: '{}' })
     t.equal(reverse.status, 200)

@@ -19,6 +19,9 @@ const file = systemsFileSchema.parse({
         { method: 'POST', path: '/v1/refunds/', verb: 'refund.create' },
         { method: 'POST', path: '/v1/refunds', verb: 'refund.shadowed' },
         { method: 'DELETE', path: '/v1/a.b+c', verb: 'literal.delete' },
+        { method: 'GET', path: '/v1/reports/{id}', verb: 'report.read' },
+        { method: 'GET', path: '/v1/exports', verb: 'export.read' },
+        { method: 'HEAD', path: '/v1/exports', verb: 'export.probe' },
       ],
     },
   ],
@@ -38,6 +41,10 @@ const cases: [string, string, { verb: string; target: string | null } | null][] 
   ['DELETE', '/v1/a.b+c', { verb: 'literal.delete', target: null }],
   ['DELETE', '/v1/aXb+c', null],
   ['DELETE', '/v1/a.bbc', null],
+  // HEAD runs the upstream's GET handler, so it is gated as that GET unless it has its own route.
+  ['HEAD', '/v1/reports/7', { verb: 'report.read', target: null }],
+  ['HEAD', '/v1/exports', { verb: 'export.probe', target: null }],
+  ['HEAD', '/v1/refunds', null],
 ]
 
 t.test(
