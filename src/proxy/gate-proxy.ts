@@ -26,19 +26,14 @@ import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 import { enrolledFor } from './system-tenancy.js'
 
-/**
- * Headers an agent may not pass upstream: its own credentials, writegate's own, and any that
- * would make the upstream see another method, path or host than the one decided.
- */
-const STRIPPED = [
-  'authorization',
-  'proxy-authorization',
-  'x-writegate-grant',
-  'proxy-connection',
-  ...OVERRIDE_HEADERS,
-]
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
+/**
+ * Headers an agent may not pass upstream: its own credentials, writegate's own, and any that
+ * would make the upstream see another method, path or host than the one decided. (Hop-by-hop
+ * headers, Proxy-Authorization among them, are stripped before these.)
+ */
+const STRIPPED = ['authorization', GRANT_HEADER, RECEIPT_HEADER, ...OVERRIDE_HEADERS]
 /** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
 const CLOSE_GRACE_MS = 2000
 
@@ -62,6 +57,24 @@ export interface GateProxy {
   /** Ready once the proxy knows its key and holds its tenant's snapshot. */
   ready(): Promise<boolean>
   close(): Promise<void>
+}
+
+/** A staged body as the pending action and its receipt record it. */
+interface EncodedBody {
+  captured: boolean
+  base64: string
+  sha256: string
+  bytes: number
+}
+
+function encodeBody(body: Buffer | null): EncodedBody {
+  const bytes = body ?? Buffer.alloc(0)
+  return {
+    captured: body !== null,
+    base64: bytes.toString('base64'),
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    bytes: bytes.length,
+  }
 }
 
 interface Gated {
@@ -124,7 +137,6 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (clientGone(req, res)) return
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
-    delete req.headers[RECEIPT_HEADER]
     if (system.credential) delete req.headers[system.credential.header]
     req.url = path
     const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
@@ -163,19 +175,18 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     outcome: Outcome,
     tenant: KeyRef,
     req: IncomingMessage,
-    body: Buffer | null,
+    body: EncodedBody,
     checkReceiptId: string,
     at: number,
   ): { action: PendingAction; receipt: ReceiptDraft } {
     const actionId = newId('action')
-    const bodyBytes = body ?? Buffer.alloc(0)
     const params: HttpReplayParams = {
       method: req.method ?? 'POST',
       path: g.path,
       contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
-      body: bodyBytes.toString('base64'),
-      bodySha256: createHash('sha256').update(bodyBytes).digest('hex'),
-      bodyCaptured: body !== null,
+      body: body.base64,
+      bodySha256: body.sha256,
+      bodyCaptured: body.captured,
     }
     const receipt = draft({
       receiptId: newId('receipt'),
@@ -199,7 +210,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           path: params.path,
           contentType: params.contentType,
           bodySha256: params.bodySha256,
-          bodyBytes: bodyBytes.length,
+          bodyBytes: body.bytes,
         },
         expiresAt: at + ACTION_TTL_SECONDS,
         checkReceiptId,
@@ -271,11 +282,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       }
     }
     const method = req.method ?? 'GET'
+    // Encoded once, however many times the gate asks for the STEP_UP payload (stale retries).
+    let encoded: EncodedBody | undefined
     const durableFor = (outcome: Outcome, _snap: CompiledSnapshot): DurablePayload => {
       const at = nowSeconds(clock)
       const receiptId = newId('receipt')
       const staged =
-        outcome.decision === 'STEP_UP' ? stagedAction(g, outcome, tenant, req, body, receiptId, at) : null
+        outcome.decision === 'STEP_UP'
+          ? stagedAction(g, outcome, tenant, req, (encoded ??= encodeBody(body)), receiptId, at)
+          : null
       const check = draft({
         receiptId,
         tenantId: tenant.tenantId,
