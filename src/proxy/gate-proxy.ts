@@ -287,9 +287,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     const durableFor = (outcome: Outcome, _snap: CompiledSnapshot): DurablePayload => {
       const at = nowSeconds(clock)
       const receiptId = newId('receipt')
+      if (outcome.decision === 'STEP_UP' && !encoded) encoded = encodeBody(body)
       const staged =
-        outcome.decision === 'STEP_UP'
-          ? stagedAction(g, outcome, tenant, req, (encoded ??= encodeBody(body)), receiptId, at)
+        encoded && outcome.decision === 'STEP_UP'
+          ? stagedAction(g, outcome, tenant, req, encoded, receiptId, at)
           : null
       const check = draft({
         receiptId,
