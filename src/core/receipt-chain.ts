@@ -9,7 +9,12 @@ export const GENESIS_HASH = '0'.repeat(64)
  * `body` is the receipt without its `hash` field; it already holds `prevHash`.
  */
 export function chainHash(prevHash: string, body: Record<string, unknown>): string {
-  return sha256Hex(`${prevHash}\n${canonicalJson(body)}`)
+  return chainHashOfText(prevHash, canonicalJson(body))
+}
+
+/** chainHash for a body already in canonical form (the append stores that same text). */
+export function chainHashOfText(prevHash: string, canonicalText: string): string {
+  return sha256Hex(`${prevHash}\n${canonicalText}`)
 }
 
 /** Canonical text of a receipt body, as stored and as hashed. */

@@ -1,4 +1,4 @@
-import { canonicalBody, chainHash, GENESIS_HASH } from './receipt-chain.js'
+import { canonicalBody, chainHashOfText, GENESIS_HASH } from './receipt-chain.js'
 
 export const RECEIPT_KINDS = [
   'CHECK',
@@ -88,8 +88,10 @@ export function chainReceipts(
   for (const d of drafts) {
     seq += 1
     const body = { ...d, seq, prevHash: hash }
-    const next = chainHash(hash, body)
-    bodies.push(canonicalBody(body))
+    // Canonicalised once: the text that is hashed is the text that is stored.
+    const text = canonicalBody(body)
+    const next = chainHashOfText(hash, text)
+    bodies.push(text)
     receipts.push({ ...body, hash: next })
     hash = next
   }

@@ -43,6 +43,42 @@ t.test('canonical form is independent of member insertion order', async (t) => {
   t.pass('properties hold')
 })
 
+/** The plain reading of RFC 8785 (sorted keys, JSON.stringify leaves): the oracle for the fast serializer. */
+function referenceJcs(value: unknown): string {
+  if (Array.isArray(value))
+    return `[${value.map((v) => (v === undefined ? 'null' : referenceJcs(v))).join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined)
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${referenceJcs(v)}`).join(',')}}`
+  }
+  return JSON.stringify(value)
+}
+
+t.test('the serializer agrees with the reference reading, escapes and surrogates included', async (t) => {
+  const text = fc.string({ unit: 'binary' })
+  const json = fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small' },
+      text,
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(tie('value')),
+      fc.dictionary(text, tie('value')),
+    ),
+  })).value
+  fc.assert(
+    fc.property(json, (v) => canonicalJson(v) === referenceJcs(v)),
+    { numRuns: 2000 },
+  )
+  t.equal(
+    canonicalJson({ '\ud800': '\udfff', 'a"b': 'c\\d', '\u007f': '\u2028' }),
+    referenceJcs({ '\ud800': '\udfff', 'a"b': 'c\\d', '\u007f': '\u2028' }),
+  )
+  t.pass('agrees')
+})
+
 t.test('receipt chain: seq runs 1..n, each prevHash is the previous hash', async (t) => {
   const drafts = [1, 2, 3].map((i) =>
     draft({ receiptId: `rcp_${i}`, tenantId: 'ten_a', kind: 'CHECK', createdAt: 100 + i, decision: 'ALLOW' }),
