@@ -10,6 +10,19 @@ import type { SqlHandle } from './sql-handle.js'
  */
 export const RECEIPTS_CHANNEL = 'writegate_receipts'
 
+/** One receipts row as the insert's JSON parameter carries it (column names as keys). */
+interface ReceiptInsert {
+  tenant_id: string
+  seq: number
+  receipt_id: string
+  kind: string
+  decision: string | null
+  created_at: number
+  key_id: string | null
+  body: string
+  hash: string
+}
+
 interface ReceiptRow {
   body: string
   hash: string
@@ -55,42 +68,36 @@ export function createReceiptStore(sql: SqlHandle): ReceiptStore {
         fresh.set(d.tenantId, [...(fresh.get(d.tenantId) ?? []), d])
       }
       if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
-      // Column arrays, not a multi-row VALUES list: one statement text for every batch size,
-      // parsed and prepared once per connection instead of once per size.
-      const cols = {
-        tenantId: [] as string[],
-        seq: [] as number[],
-        receiptId: [] as string[],
-        kind: [] as string[],
-        decision: [] as (string | null)[],
-        createdAt: [] as number[],
-        keyId: [] as (string | null)[],
-        body: [] as string[],
-        hash: [] as string[],
-      }
+      // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
+      // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
+      // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
+      const rows: ReceiptInsert[] = []
       const moved: { tenant_id: string; seq: number; hash: string }[] = []
       for (const [tenantId, list] of fresh) {
         const head = headOf.get(tenantId)
         if (!head) throw new Error(`audit head missing for ${tenantId}`)
         const chained = chainReceipts(head, list)
         chained.receipts.forEach((r, i) => {
-          cols.tenantId.push(r.tenantId)
-          cols.seq.push(r.seq)
-          cols.receiptId.push(r.receiptId)
-          cols.kind.push(r.kind)
-          cols.decision.push(r.decision)
-          cols.createdAt.push(r.createdAt)
-          cols.keyId.push(r.keyId)
-          cols.body.push(chained.bodies[i] as string)
-          cols.hash.push(r.hash)
+          rows.push({
+            tenant_id: r.tenantId,
+            seq: r.seq,
+            receipt_id: r.receiptId,
+            kind: r.kind,
+            decision: r.decision,
+            created_at: r.createdAt,
+            key_id: r.keyId,
+            body: chained.bodies[i] as string,
+            hash: r.hash,
+          })
           all.set(r.receiptId, r)
         })
         moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
       }
       await sql`insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
-                select * from unnest(${cols.tenantId}::text[], ${cols.seq}::bigint[], ${cols.receiptId}::text[],
-                                     ${cols.kind}::text[], ${cols.decision}::text[], ${cols.createdAt}::bigint[],
-                                     ${cols.keyId}::text[], ${cols.body}::text[], ${cols.hash}::text[])`
+                select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
+                from json_to_recordset(${JSON.stringify(rows)}::text::json)
+                  as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
+                       created_at bigint, key_id text, body text, hash text)`
       await sql`update audit_heads h set seq = v.seq, hash = v.hash
                 from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
                             ${moved.map((m) => m.hash)}::text[]) as v(tenant_id, seq, hash)
