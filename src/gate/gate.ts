@@ -1,7 +1,14 @@
 import { performance } from 'node:perf_hooks'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
-import { type CheckInput, evaluate, type Outcome, settleGrant, standingOf } from '../core/evaluate.js'
+import {
+  type CheckInput,
+  type Evaluation,
+  evaluate,
+  type Outcome,
+  settleGrant,
+  standingOf,
+} from '../core/evaluate.js'
 import { quotaPeriod, quotaResetsAt } from '../core/quota.js'
 import type { Reason } from '../core/reasons.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
@@ -45,8 +52,23 @@ export type StandingResult =
   | { kind: 'barred'; reason: Reason; policyVersion: number }
   | Unavailable
 
+/**
+ * An evaluation made ahead of the commit, under the snapshot held then: the proxy's, to learn
+ * whether a write may need its body staged. decide() reuses it only when it runs under that
+ * same snapshot in the same second, when evaluating again would give the same answer.
+ */
+export interface Prediction {
+  readonly snapshot: CompiledSnapshot
+  readonly now: number
+  readonly evaluation: Evaluation
+  readonly decideSeconds: number
+}
+
 export interface Gate {
-  decide(req: GateRequest): Promise<GateResult>
+  /** Evaluates `req` under the snapshot held now, without committing; null when there is none. */
+  predict(req: GateRequest): Promise<Prediction | null>
+  /** `prediction`, if given, must come from predict() for this same request. */
+  decide(req: GateRequest, prediction?: Prediction | null): Promise<GateResult>
   /**
    * Is the key still allowed to act (not revoked, disabled, deleted or on the roster), judged
    * under a snapshot the hot store confirms is current? No quota, no grant, no mode.
@@ -118,16 +140,30 @@ export function createGate(deps: {
     return unavailable('commit_conflict')
   }
 
+  const timedEvaluate = (snap: CompiledSnapshot, req: GateRequest, now: number) => {
+    const t0 = performance.now()
+    const evaluation = evaluate(snap, req, now)
+    return { evaluation, decideSeconds: (performance.now() - t0) / 1000 }
+  }
+
   const quotaFor = (req: GateRequest, now: number) =>
     req.chargeQuota ? { keyId: req.keyId, period: quotaPeriod(now), limit: deps.quotaLimit } : null
 
   return {
-    decide(req) {
+    async predict(req) {
+      const snap = await snapshots.get(req.tenantId).catch(() => null)
+      if (!snap) return null
+      const now = nowSeconds(clock)
+      return { snapshot: snap, now, ...timedEvaluate(snap, req, now) }
+    },
+
+    decide(req, prediction) {
       return underCurrentSnapshot<GateResult>(req.tenantId, (snap) => {
         const now = nowSeconds(clock)
-        const t0 = performance.now()
-        const evaluation = evaluate(snap, req, now)
-        const decideSeconds = (performance.now() - t0) / 1000
+        const { evaluation, decideSeconds } =
+          prediction && prediction.snapshot === snap && prediction.now === now
+            ? prediction
+            : timedEvaluate(snap, req, now)
         if (evaluation.kind === 'unknown_verb')
           return { done: { kind: 'unknown_verb', verb: evaluation.verb } }
         const all = evaluation.kind === 'needs_grant' ? evaluation.candidates : []

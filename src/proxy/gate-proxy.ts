@@ -6,12 +6,11 @@ import { Readable } from 'node:stream'
 import { createProxyServer } from 'http-proxy-3'
 import { ACTION_TTL_SECONDS } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
-import { evaluate, type Outcome } from '../core/evaluate.js'
+import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
-import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
-import type { Gate } from '../gate/gate.js'
+import type { Gate, GateRequest } from '../gate/gate.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
@@ -147,7 +146,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       req,
       res,
       {
-        target: system.origin.origin,
+        // The parsed URL, not its string: http-proxy parses a string target on every request.
+        target: system.origin,
         agent: system.agent,
         ...(buffered ? { buffer: Readable.from(buffered) } : {}),
       },
@@ -242,19 +242,26 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     startedAt: number,
   ): Promise<void> {
     const grantHeader = req.headers[GRANT_HEADER]
-    const input = {
+    // Encoded once, however many times the gate asks for the STEP_UP payload (stale retries).
+    let encoded: EncodedBody | undefined
+    let body: Buffer | null = null
+    const method = req.method ?? 'GET'
+    const gateReq: GateRequest = {
+      tenantId: tenant.tenantId,
       keyId: tenant.keyId,
       verb: g.verb,
       target: g.target,
       environment: deps.environment,
       grantId: typeof grantHeader === 'string' ? grantHeader : null,
+      systemId: g.system.system.systemId,
+      chargeQuota: true,
+      durableFor,
     }
     // A STEP_UP write is staged with its body, so read it first when the current snapshot
     // predicts STEP_UP. (If the state changes in between, the action is staged without it.)
-    let body: Buffer | null = null
-    const predicted = await deps.snapshots.get(tenant.tenantId).catch(() => null)
-    const prediction = predicted ? evaluate(predicted, input, nowSeconds(clock)) : null
-    if (prediction?.kind === 'decided' && prediction.outcome.decision === 'STEP_UP') {
+    // The gate reuses this evaluation if the snapshot is still the one it was made under.
+    const prediction = await gate.predict(gateReq)
+    if (prediction?.evaluation.kind === 'decided' && prediction.evaluation.outcome.decision === 'STEP_UP') {
       try {
         body = await readBody(req, deps.maxStagedBodyBytes)
       } catch (err) {
@@ -281,10 +288,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         return
       }
     }
-    const method = req.method ?? 'GET'
-    // Encoded once, however many times the gate asks for the STEP_UP payload (stale retries).
-    let encoded: EncodedBody | undefined
-    const durableFor = (outcome: Outcome, _snap: CompiledSnapshot): DurablePayload => {
+    function durableFor(outcome: Outcome): DurablePayload {
       const at = nowSeconds(clock)
       const receiptId = newId('receipt')
       if (outcome.decision === 'STEP_UP' && !encoded) encoded = encodeBody(body)
@@ -320,13 +324,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       })
       return { receipts: staged ? [check, staged.receipt] : [check], actions: staged ? [staged.action] : [] }
     }
-    const result = await gate.decide({
-      tenantId: tenant.tenantId,
-      ...input,
-      systemId: g.system.system.systemId,
-      chargeQuota: true,
-      durableFor,
-    })
+    const result = await gate.decide(gateReq, prediction)
     metrics.observeGate((performance.now() - startedAt) / 1000)
     switch (result.kind) {
       case 'unavailable':

@@ -99,3 +99,46 @@ t.test('a hot store that throws fails closed', async (t) => {
   t.same(await gate.decide(req), { kind: 'unavailable', reason: 'store_unreachable' })
   t.same(failures, ['store_unreachable'])
 })
+
+t.test('a prediction is reused only under the snapshot and the second it was made in', async (t) => {
+  const clock = new ManualClock(Date.UTC(2026, 10, 21))
+  const inner = createMemoryHotStore()
+  const hot = deaf(inner)
+  const gate = createGate({
+    hot,
+    snapshots: createSnapshotCache({ hot, nowMs: () => clock.nowMs() }),
+    clock,
+    quotaLimit: 100,
+    events: silentGateEvents,
+  })
+  await inner.publish(snapshot(1))
+  const real = await gate.predict(req)
+  t.match(real, { evaluation: { kind: 'decided', outcome: { decision: 'ALLOW', policyVersion: 1 } } })
+  if (real?.evaluation.kind !== 'decided') return
+  // A marked evaluation: the decision shows whether decide() reused it or evaluated afresh.
+  const marked = {
+    ...real,
+    evaluation: {
+      kind: 'decided' as const,
+      outcome: { ...real.evaluation.outcome, decision: 'DENY' as const, reason: 'policy_deny' as const },
+    },
+  }
+  t.match(await gate.decide(req, marked), { kind: 'decided', outcome: { decision: 'DENY' } }, 'reused')
+  clock.advance(1000)
+  t.match(
+    await gate.decide(req, marked),
+    { kind: 'decided', outcome: { decision: 'ALLOW' } },
+    'a second later it is evaluated again (grants expire by the second)',
+  )
+  const again = { ...marked, now: Math.floor(clock.nowMs() / 1000) }
+  await inner.publish(
+    snapshot(2, {
+      policies: { ...snapshot(2).policies, tenant: { policy: { verify: 'deny' }, version: 2, updatedAt: 2 } },
+    }),
+  )
+  t.match(
+    await gate.decide(req, { ...again, evaluation: real.evaluation }),
+    { kind: 'decided', outcome: { decision: 'DENY', reason: 'policy_deny', policyVersion: 2 } },
+    'made under v1, the commit finds v2: decided again under v2, not by the prediction',
+  )
+})
