@@ -17,11 +17,12 @@ const HOP_BY_HOP = [
  * Transfer-Encoding is left to Node, which re-frames the body for the next hop.
  */
 export function stripHopByHop(headers: IncomingHttpHeaders): void {
-  const named = String(headers.connection ?? '')
-    .split(',')
-    .map((h) => h.trim().toLowerCase())
-    .filter(Boolean)
-  for (const h of [...HOP_BY_HOP, ...named]) {
-    if (h !== 'transfer-encoding') delete headers[h]
+  // Runs twice per forwarded request: plain loops, no arrays built when Connection is absent.
+  const connection = headers.connection
+  for (const h of HOP_BY_HOP) if (headers[h] !== undefined) delete headers[h]
+  if (connection === undefined) return
+  for (const part of String(connection).split(',')) {
+    const h = part.trim().toLowerCase()
+    if (h !== '' && h !== 'transfer-encoding') delete headers[h]
   }
 }

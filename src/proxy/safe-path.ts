@@ -17,13 +17,18 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
   if (hasControlCharacter(pathWithQuery)) return 'a control character'
   if (path.includes(';')) return 'a ; in the path'
   if (path.includes('//')) return 'an empty segment (//)'
-  if (/%(2f|5c)/i.test(path)) return 'an encoded slash or backslash'
-  // An upstream that decodes twice reads `%2573` as `s`; one that trims reads `%09` as nothing.
-  if (/%25/.test(path)) return 'an encoded % (%25)'
-  if (/%([01][0-9a-f]|7f)/i.test(path)) return 'an encoded control byte'
-  if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
-  for (const segment of path.split('/')) {
-    if (segment === '.' || segment === '..') return 'a dot segment'
+  // Checked on every request: the percent and dot rules only when there is a % or a dot.
+  if (path.includes('%')) {
+    if (/%(2f|5c)/i.test(path)) return 'an encoded slash or backslash'
+    // An upstream that decodes twice reads `%2573` as `s`; one that trims reads `%09` as nothing.
+    if (/%25/.test(path)) return 'an encoded % (%25)'
+    if (/%([01][0-9a-f]|7f)/i.test(path)) return 'an encoded control byte'
+    if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
+  }
+  if (path.includes('.')) {
+    for (const segment of path.split('/')) {
+      if (segment === '.' || segment === '..') return 'a dot segment'
+    }
   }
   return null
 }
