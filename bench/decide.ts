@@ -82,12 +82,14 @@ const inputs: CheckInput[] = Array.from({ length: 4096 }, (_, i) => ({
   grantId: null,
 }))
 
-function measure(label: string, fn: (input: CheckInput) => unknown) {
+/** `before` runs outside the timed part of each sample. */
+function measure(label: string, fn: (input: CheckInput) => unknown, before: () => void = () => {}) {
   for (let i = 0; i < 50_000; i++) fn(inputs[i % inputs.length] as CheckInput) // warm up the JIT
   const samples = new Float64Array(SAMPLES)
   let sink = 0
   const t0 = performance.now()
   for (let i = 0; i < SAMPLES; i++) {
+    before()
     const s = performance.now()
     const r = fn(inputs[i % inputs.length] as CheckInput)
     samples[i] = performance.now() - s
@@ -114,8 +116,15 @@ console.log(
   `decision core: ${VERBS} custom verbs (20 deprecated aliases), ${PRINCIPALS} principals, ${SAMPLES} samples, node ${process.version}`,
 )
 const baseline = measure('baseline (key lookup only)', (i) => snap.raw.keys[i.keyId])
-const decide = measure('evaluate()', (i) => evaluate(snap, i, 1_800_000_000))
+// The snapshot keeps answers that need no grant, so a first evaluation (kept answers
+// dropped before each sample) and a repeated one are measured apart. The target is for the first.
+const decide = measure(
+  'evaluate(), first time',
+  (i) => evaluate(snap, i, 1_800_000_000),
+  () => snap.settled.clear(),
+)
+measure('evaluate(), repeated', (i) => evaluate(snap, i, 1_800_000_000))
 console.log(
   `ratio p99 evaluate/baseline: ${(Number(decide.p99us) / Math.max(0.01, Number(baseline.p99us))).toFixed(1)}x (timer overhead is in both)`,
 )
-console.log(`target: p99 <= 50 µs → ${Number(decide.p99us) <= 50 ? 'met' : 'NOT met'}`)
+console.log(`target (first time): p99 <= 50 µs → ${Number(decide.p99us) <= 50 ? 'met' : 'NOT met'}`)

@@ -1,7 +1,7 @@
 import type { Layer, LayerStack } from './policy-layers.js'
 import { resolveMode } from './policy-layers.js'
 import type { Provenance, Reason } from './reasons.js'
-import type { CompiledSnapshot, SnapshotGrant } from './snapshot.js'
+import { type CompiledSnapshot, SETTLED_LIMIT, type SnapshotGrant } from './snapshot.js'
 import type { Environment, Mode } from './verbs.js'
 
 export type Decision = 'ALLOW' | 'DENY' | 'STEP_UP'
@@ -61,6 +61,22 @@ function grantMatches(g: SnapshotGrant, principalId: string, input: CheckInput, 
  * Unknown verbs are rejected before any of this, so they are never decided or receipted.
  */
 export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: number): Evaluation {
+  // Outside require_grant the answer is fixed by the snapshot, key, verb and environment, so
+  // it is kept on the (immutable) snapshot; frozen, since every caller shares it.
+  const id = `${input.keyId}\u0000${input.verb}\u0000${input.environment ?? '\u0001'}`
+  const settled = snap.settled.get(id)
+  if (settled) return settled
+  const evaluation = evaluateAfresh(snap, input, nowSeconds)
+  if (evaluation.kind === 'decided' && evaluation.outcome.mode !== 'require_grant') {
+    if (snap.settled.size >= SETTLED_LIMIT) snap.settled.clear()
+    Object.freeze(evaluation.outcome.layers)
+    Object.freeze(evaluation.outcome)
+    snap.settled.set(id, Object.freeze(evaluation))
+  }
+  return evaluation
+}
+
+function evaluateAfresh(snap: CompiledSnapshot, input: CheckInput, nowSeconds: number): Evaluation {
   const resolved = snap.vocab.resolve(input.verb)
   if (!resolved) return { kind: 'unknown_verb', verb: input.verb }
   const key = snap.raw.keys[input.keyId]

@@ -1,3 +1,4 @@
+import type { Evaluation } from './evaluate.js'
 import type { KeyScope } from './identity.js'
 import type { PolicyLayer } from './policy-layers.js'
 import { type CustomVerb, type Environment, Vocabulary } from './verbs.js'
@@ -53,11 +54,20 @@ export interface TenantSnapshot {
 }
 
 /** A snapshot indexed for decisions: built once per version, then read-only. */
+/** Entries `settled` holds before it starts over. */
+export const SETTLED_LIMIT = 4096
+
 export class CompiledSnapshot {
   readonly vocab: Vocabulary
   readonly rosterPrincipals: ReadonlySet<string>
   readonly rosterKeys: ReadonlySet<string>
   private readonly grantsByVerb: ReadonlyMap<string, readonly SnapshotGrant[]>
+  /**
+   * Evaluations that depend on nothing but this snapshot, the key, the verb and the
+   * environment (every mode but require_grant), kept so a repeated request is not folded
+   * again. Owned by evaluate(); bounded, since keys and verbs come from callers.
+   */
+  readonly settled = new Map<string, Evaluation>()
 
   constructor(readonly raw: TenantSnapshot) {
     this.vocab = new Vocabulary(raw.verbs)

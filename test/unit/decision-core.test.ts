@@ -374,3 +374,77 @@ t.test('resolveMode ignores layers that do not set the verb', async (t) => {
     { mode: 'allow', provenance: 'environment' },
   )
 })
+
+t.test('a snapshot that has answered before answers as a fresh one would', async (t) => {
+  const verbs = ['verify', 'provision', 'admit'] as const
+  const grant = fc.record({
+    grantId: fc.constantFrom('grt_1', 'grt_2', 'grt_3'),
+    verb: fc.constantFrom(...verbs),
+    target: fc.constantFrom(null, 'x', 'y'),
+    principalId: fc.constantFrom(null, 'prn_a', 'prn_b'),
+    environment: fc.constantFrom(null, 'prod' as const),
+    expiresAt: fc.integer({ min: 90, max: 130 }),
+  })
+  const policy = fc.dictionary(fc.constantFrom(...verbs), mode)
+  const raw = fc
+    .record({
+      tenant: policy,
+      prod: policy,
+      grants: fc.uniqueArray(grant, { selector: (g) => g.grantId, maxLength: 3 }),
+      revoked: fc.boolean(),
+      rostered: fc.boolean(),
+    })
+    .map((r) =>
+      snapshot({
+        policies: {
+          tenant: { policy: r.tenant, version: 1, updatedAt: 1 },
+          environments: { prod: { policy: r.prod, version: 2, updatedAt: 1 } },
+          principals: {},
+        },
+        keys: {
+          key_a: { principalId: 'prn_a', revoked: r.revoked, scope: 'agent' },
+          key_b: { principalId: 'prn_b', revoked: false, scope: 'agent' },
+        },
+        principals: {
+          prn_a: { name: 'a', disabled: false, deleted: false },
+          prn_b: { name: 'b', disabled: false, deleted: false },
+        },
+        roster: { all: false, principals: [], keys: r.rostered ? ['key_b'] : [] },
+        grants: r.grants,
+      }),
+    )
+  const request = fc.record({
+    keyId: fc.constantFrom('key_a', 'key_b', 'key_gone'),
+    verb: fc.constantFrom(...verbs, 'Verify', 'made.up'),
+    target: fc.constantFrom(null, 'x', 'y'),
+    environment: fc.constantFrom(null, 'prod' as const),
+    grantId: fc.constantFrom(null, 'grt_1', 'grt_2'),
+    now: fc.integer({ min: 80, max: 140 }),
+  })
+  fc.assert(
+    fc.property(raw, fc.array(request, { minLength: 1, maxLength: 30 }), (snap, requests) => {
+      const shared = new CompiledSnapshot(snap)
+      return requests.every(
+        ({ now, ...input }) =>
+          JSON.stringify(evaluate(shared, input, now)) ===
+          JSON.stringify(evaluate(new CompiledSnapshot(snap), input, now)),
+      )
+    }),
+    { numRuns: 500 },
+  )
+  const shared = new CompiledSnapshot(
+    snapshot({
+      policies: {
+        tenant: { policy: { verify: 'allow' }, version: 1, updatedAt: 1 },
+        environments: {},
+        principals: {},
+      },
+    }),
+  )
+  const first = evaluate(shared, input, 100)
+  t.equal(evaluate(shared, input, 100), first, 'a settled answer is kept, not folded again')
+  t.ok(
+    Object.isFrozen(first) && first.kind === 'decided' && Object.isFrozen(first.outcome),
+    'and shared frozen',
+  )
+})
