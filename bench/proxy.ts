@@ -8,7 +8,7 @@
  * reported as ratios against the baseline measured in the same run.
  *
  * writegate runs from `dist/` (built first), as the container image runs it.
- * Run: npx tsx bench/proxy.ts [--duration 10] [--connections 64]
+ * Run: npx tsx bench/proxy.ts [--duration 10] [--connections 64] [--reps 5]
  * Needs PostgreSQL at 127.0.0.1:5432 (trust, database test) and Redis at 127.0.0.1:6379.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
@@ -26,6 +26,8 @@ const arg = (name: string, fallback: number) => {
 }
 const DURATION = arg('duration', 10)
 const CONNECTIONS = arg('connections', 64)
+/** Alternating bare/gated runs for the CPU-per-request comparison, which noise on a shared host needs. */
+const REPS = arg('reps', 5)
 const PG = process.env.WRITEGATE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS = process.env.WRITEGATE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const root = join(import.meta.dirname, '..')
@@ -79,12 +81,12 @@ interface Result {
   non2xx: number
 }
 
-function load(url: string, rate: number | null): Promise<Result> {
+function load(url: string, rate: number | null, seconds = DURATION): Promise<Result> {
   const args = [
     join(root, 'node_modules', 'autocannon', 'autocannon.js'),
     '-j',
     '-d',
-    String(DURATION),
+    String(seconds),
     '-c',
     String(rate ? 32 : CONNECTIONS),
     '-m',
@@ -308,6 +310,22 @@ async function main() {
         .join(', ')
       console.log(`${name.padEnd(7)} saturate: CPU µs per request: ${perReq}`)
     }
+    // CPU per request of each proxy process at the same fixed rate, in alternating short runs:
+    // the host's speed drifts over a run, so each pair is measured close together and the
+    // median taken. Unlike saturation, this does not depend on what else shares the cores.
+    const perReq: Record<'bare' | 'gated', number[]> = { bare: [], gated: [] }
+    for (let rep = 0; rep < REPS; rep++) {
+      for (const name of ['bare', 'gated'] as const) {
+        const stop = measureCpu({ proxy: cpuGroups[name]?.proxy ?? (() => []) })
+        const r = await load(targets[name], 1000, Math.max(2, Math.round(DURATION / 2)))
+        perReq[name].push(((stop().proxy ?? 0) * 1000) / (r.rps * Math.max(2, Math.round(DURATION / 2))))
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
+    const pairRatios = perReq.bare.map((bare, i) => (perReq.gated[i] as number) / bare)
+    console.log(
+      `proxy process CPU per request at 1000/s, ${REPS} alternating runs: bare median ${median(perReq.bare).toFixed(0)} µs, gated median ${median(perReq.gated).toFixed(0)} µs, gated/bare median ${median(pairRatios).toFixed(2)}x (range ${Math.min(...pairRatios).toFixed(2)}–${Math.max(...pairRatios).toFixed(2)})`,
+    )
     const b = rows.bare as (typeof rows)[string]
     const g = rows.gated as (typeof rows)[string]
     console.log(
