@@ -3,9 +3,12 @@
  * origin (the upstream client's pool is bound to it), plus a path that is checked and never
  * normalised. Anything a server or proxy on the
  * way could read as another host or another path (dot segments, encoded slashes, dots or
- * backslashes, empty segments, control bytes) is refused, so the path the lease was bound to
+ * backslashes, empty segments, control bytes, `;` path parameters, encoded letters or digits)
+ * is refused, by the same rules as gate-proxy (systems/safe-path.ts) plus its own, so the path the lease was bound to
  * is exactly the path the upstream routes.
  */
+
+import { unsafePathProblem } from '../systems/safe-path.js'
 
 export const EXECUTE_PATH_PREFIX = '/v1/'
 
@@ -57,6 +60,11 @@ export function checkUpstreamPath(path: string, prefix: string = EXECUTE_PATH_PR
   }
   const encoded = encodedProblem(pathPart, true) ?? (query === null ? null : encodedProblem(query, false))
   if (encoded) return bad(encoded)
+  // And whatever gate-proxy refuses (`;` path parameters, as in `..;/`, and percent-encoded
+  // letters or digits): a path one transport gates under one verb, the other must not let
+  // through under another.
+  const proxyProblem = unsafePathProblem(path)
+  if (proxyProblem) return bad(proxyProblem)
   // Last guard: a URL parser must read back the very same path on some origin.
   const url = new URL(`http://upstream.invalid${path}`)
   if (url.host !== 'upstream.invalid' || `${url.pathname}${url.search}` !== path)

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
+import { unsafePathProblem } from '../systems/safe-path.js'
 import { carriesMethodOverride } from './method-override.js'
 import type { ProxySystem, RouteTable } from './route-table.js'
-import { unsafePathProblem } from './safe-path.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'
 

@@ -6,7 +6,8 @@
  * (`//`, which many servers merge), percent-encoded unreserved characters (`%73` is `s` to
  * the upstream, not to the route table), encoded slashes or backslashes, an encoded `%`
  * (read twice by a double-decoding upstream), backslashes and control characters, raw or
- * encoded. The same stance as /v1/execute's upstream-url.ts. Returns what is wrong, or null for a path that is safe to match.
+ * encoded. /v1/check and /v1/execute apply these rules too (execute/upstream-url.ts), plus their
+ * own. Returns what is wrong, or null for a path that is safe to match.
  */
 export function unsafePathProblem(pathWithQuery: string): string | null {
   const q = pathWithQuery.indexOf('?')
