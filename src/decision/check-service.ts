@@ -1,4 +1,5 @@
 import type { ActionStager, ToolCall } from '../actions/action-stager.js'
+import { fillText } from '../actions/param-template.js'
 import type { AuditLog } from '../audit/audit-log.js'
 import { signAllowToken } from '../core/allow-token.js'
 import type { Clock } from '../core/clock.js'
@@ -19,7 +20,6 @@ import type { KeyCaller } from '../identity/caller.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease } from '../store/ports/decision-state.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
-import { fillTemplate } from '../systems/path-pattern.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 
 export interface CheckRequestBody {
@@ -123,21 +123,23 @@ export function createCheckService(deps: CheckDeps): CheckService {
         bindings.push({ ...route, source: `route of ${request.systemId}` })
       }
       if (toolRef && body.tool) {
-        const params = Object.fromEntries(Object.entries(body.tool.params).map(([k, v]) => [k, String(v)]))
         const t = toolRef.tool
         bindings.push({
           verb: t.verb,
-          target: t.target === undefined ? null : fillTemplate(t.target, params),
+          // The same template reading as approval's re-check ({params.a.b}, JSON for objects).
+          target: t.target === undefined ? null : fillText(t.target, { params: body.tool.params }),
           source: `tool ${t.name}`,
         })
       }
       let target = body.target ?? null
       if (bindings.length > 0) {
         const snap = await snapshots.get(caller.tenantId).catch(() => null)
+        // Without a snapshot the agent's verb cannot be checked against the binding's: fail closed.
+        if (!snap) fail(ERRORS.gateUnavailable)
         const requested = snap?.vocab.resolve(body.verb) ?? null
         for (const b of bindings) {
           // An unknown requested verb is left to the gate's unknown_verb answer.
-          if (snap && requested && snap.vocab.resolve(b.verb)?.canonical !== requested.canonical) {
+          if (requested && snap.vocab.resolve(b.verb)?.canonical !== requested.canonical) {
             fail(ERRORS.verbMismatch, { verb: body.verb, expected: b.verb, source: b.source })
           }
           if (b.target !== null) {

@@ -486,6 +486,14 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
               properties: { charge: { type: 'string' }, amount: { type: 'integer' } },
             },
           },
+          {
+            name: 'tag_charge',
+            verb: 'refund',
+            method: 'POST',
+            pathTemplate: '/v1/tags',
+            target: 'charge:{params.charge}',
+            params: { type: 'object', required: ['charge'], properties: { charge: { type: 'string' } } },
+          },
         ],
       },
     ],
@@ -576,6 +584,16 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     [400, 'verb_mismatch', 'refund'],
     'a tool is checked under its own verb',
   )
+  // A tool's target reads its params as approval's re-check does: `{params.charge}` too.
+  const tagged = await api.post(
+    '/v1/check',
+    { verb: 'refund', target: 'charge:ch_9', tool: { name: 'tag_charge', params: { charge: 'ch_9' } } },
+    { bearer: key },
+  )
+  t.equal(tagged.status, 200, 'the target filled from {params.charge} is the one sent')
+  const tagReceipt = await cp.database.sql<{ body: string }[]>`
+    select body from receipts where receipt_id = ${tagged.body.receiptId}`
+  t.equal(JSON.parse(tagReceipt[0]!.body).target, 'charge:ch_9')
 
   const lower = await api.post(
     '/v1/check',
