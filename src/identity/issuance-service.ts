@@ -97,12 +97,10 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     } else if (kind === 'apiKey') {
       const k = await auth.apiKey(bearer)
       // A key on the sponsor's roster is no proof: it must not mint its way around the kill switch.
-      if (
-        k &&
-        !k.dead &&
-        k.tenantId === owned &&
-        (await deps.standing(owned, k.keyId)).kind === 'in_good_standing'
-      ) {
+      const standing = k && !k.dead && k.tenantId === owned ? await deps.standing(owned, k.keyId) : null
+      // The gate not answering is no verdict on the proof: say so, rather than "proof required".
+      if (standing?.kind === 'unavailable') fail(ERRORS.gateUnavailable)
+      if (k && standing?.kind === 'in_good_standing') {
         return k.scope === 'agent'
           ? { kind: 'existing', tenantId: owned, maxScope: 'agent', pinnedPrincipal: k.principalId }
           : { kind: 'existing', tenantId: owned, maxScope: 'admin' }

@@ -123,3 +123,19 @@ t.test(
     )
   },
 )
+
+t.test('a key offered as proof while the gate cannot answer: 503, not "proof required"', async (t) => {
+  const inner = createMemoryHotStore()
+  const failing = { on: false }
+  const hot: HotStore = {
+    ...inner,
+    commit: (req) => (failing.on ? Promise.reject(new Error('ECONNRESET')) : inner.commit(req)),
+  }
+  const { api } = await startControlPlane(t, 'pglite-memory', { hot })
+  const o = await api.newTenant()
+  failing.on = true
+  const r = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  t.same([r.status, r.body.code], [503, 'gate_unavailable'])
+  failing.on = false
+  t.equal((await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })).status, 201)
+})
