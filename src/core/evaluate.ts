@@ -68,7 +68,10 @@ export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: 
   if (settled) return settled
   const evaluation = evaluateAfresh(snap, input, nowSeconds)
   if (evaluation.kind === 'decided' && evaluation.outcome.mode !== 'require_grant') {
-    if (snap.settled.size >= SETTLED_LIMIT) snap.settled.clear()
+    if (snap.settled.size >= SETTLED_LIMIT) {
+      const oldest = snap.settled.keys().next()
+      if (!oldest.done) snap.settled.delete(oldest.value)
+    }
     Object.freeze(evaluation.outcome.layers)
     Object.freeze(evaluation.outcome)
     snap.settled.set(id, Object.freeze(evaluation))

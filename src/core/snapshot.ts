@@ -53,10 +53,13 @@ export interface TenantSnapshot {
   grants: SnapshotGrant[]
 }
 
-/** A snapshot indexed for decisions: built once per version, then read-only. */
-/** Entries `settled` holds before it starts over. */
+/** Entries `settled` holds; past it the oldest is dropped. */
 export const SETTLED_LIMIT = 4096
 
+/**
+ * A snapshot indexed for decisions: built once per version, then read-only, but for the
+ * `settled` cache evaluate() keeps on it.
+ */
 export class CompiledSnapshot {
   readonly vocab: Vocabulary
   readonly rosterPrincipals: ReadonlySet<string>

@@ -58,6 +58,8 @@ export type StandingResult =
  * same snapshot in the same second, when evaluating again would give the same answer.
  */
 export interface Prediction {
+  /** The request it was made for: decide() reuses it for that very object only. */
+  readonly req: GateRequest
   readonly snapshot: CompiledSnapshot
   readonly now: number
   readonly evaluation: Evaluation
@@ -67,7 +69,7 @@ export interface Prediction {
 export interface Gate {
   /** Evaluates `req` under the snapshot held now, without committing; null when there is none. */
   predict(req: GateRequest): Promise<Prediction | null>
-  /** `prediction`, if given, must come from predict() for this same request. */
+  /** `prediction` is reused only if predict() made it for this same request object. */
   decide(req: GateRequest, prediction?: Prediction | null): Promise<GateResult>
   /**
    * Is the key still allowed to act (not revoked, disabled, deleted or on the roster), judged
@@ -154,14 +156,14 @@ export function createGate(deps: {
       const snap = await snapshots.get(req.tenantId).catch(() => null)
       if (!snap) return null
       const now = nowSeconds(clock)
-      return { snapshot: snap, now, ...timedEvaluate(snap, req, now) }
+      return { req, snapshot: snap, now, ...timedEvaluate(snap, req, now) }
     },
 
     decide(req, prediction) {
       return underCurrentSnapshot<GateResult>(req.tenantId, (snap) => {
         const now = nowSeconds(clock)
         const { evaluation, decideSeconds } =
-          prediction && prediction.snapshot === snap && prediction.now === now
+          prediction && prediction.req === req && prediction.snapshot === snap && prediction.now === now
             ? prediction
             : timedEvaluate(snap, req, now)
         if (evaluation.kind === 'unknown_verb')

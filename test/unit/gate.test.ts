@@ -124,6 +124,11 @@ t.test('a prediction is reused only under the snapshot and the second it was mad
     },
   }
   t.match(await gate.decide(req, marked), { kind: 'decided', outcome: { decision: 'DENY' } }, 'reused')
+  t.match(
+    await gate.decide({ ...req }, marked),
+    { kind: 'decided', outcome: { decision: 'ALLOW' } },
+    'not for another request object, even an equal one',
+  )
   clock.advance(1000)
   t.match(
     await gate.decide(req, marked),
