@@ -1,31 +1,19 @@
 import t, { type Test } from 'tap'
 import { ManualClock } from '../../src/core/clock.js'
 import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
-import type { TenantSnapshot } from '../../src/core/snapshot.js'
 import { createMemoryHotStore } from '../../src/store/memory/hot-store.js'
 import type { DurablePayload, HotStore } from '../../src/store/ports/hot-store.js'
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestRedis } from '../helpers/redis.js'
+import { emptySnapshot } from '../helpers/snapshots.js'
 
 const clock = new ManualClock(Date.UTC(2026, 10, 21))
 const now = () => Math.floor(clock.nowMs() / 1000)
 let n = 0
 const tenant = () => `ten_hs${++n}${Math.random().toString(36).slice(2, 8)}`
 
-function snapshot(tenantId: string, version: number): TenantSnapshot {
-  return {
-    tenantId,
-    version,
-    builtAt: now(),
-    policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
-    verbs: [],
-    principals: {},
-    keys: {},
-    roster: { all: false, principals: [], keys: [] },
-    grants: [],
-  }
-}
+const snapshot = (tenantId: string, version: number) => emptySnapshot(tenantId, version, now())
 const receipt = (tenantId: string, label: string): ReceiptDraft =>
   draft({ receiptId: `rcp_${label}`, tenantId, kind: 'CHECK', createdAt: 1, detail: { label } })
 const quota = (limit: number) => ({ keyId: 'key_a', period: '2026-11', limit })

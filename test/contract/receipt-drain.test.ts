@@ -3,7 +3,6 @@ import { createDirectAuditLog } from '../../src/audit/audit-log.js'
 import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
 import { newId } from '../../src/core/ids.js'
 import { draft } from '../../src/core/receipt.js'
-import type { TenantSnapshot } from '../../src/core/snapshot.js'
 import { createLogger } from '../../src/observability/logger.js'
 import type { ReceiptQueue } from '../../src/store/ports/hot-store.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
@@ -11,19 +10,10 @@ import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { openTestRedis } from '../helpers/redis.js'
+import { emptySnapshot } from '../helpers/snapshots.js'
 
 const now = () => Math.floor(Date.now() / 1000)
-const snapshot = (tenantId: string): TenantSnapshot => ({
-  tenantId,
-  version: 1,
-  builtAt: now(),
-  policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
-  verbs: [],
-  principals: {},
-  keys: {},
-  roster: { all: false, principals: [], keys: [] },
-  grants: [],
-})
+const snapshot = (tenantId: string) => emptySnapshot(tenantId, 1, now())
 
 t.test('drain: a hint that lands during a pass is acted on at once, not at the next poll', async (t) => {
   const tr = await openTestRedis()

@@ -5,6 +5,29 @@ import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest, capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
 
 /**
+ * Sends 1,000 bytes of a longer body, then hangs up `afterMs` later. Resolves once the socket
+ * is gone, with whether the proxy answered first.
+ */
+function abortMidBody(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  afterMs: number,
+): Promise<{ answered: boolean }> {
+  return new Promise((resolve) => {
+    let answered = false
+    const req = request({ host: '127.0.0.1', port, method, path, headers })
+    req.on('response', () => {
+      answered = true
+    })
+    req.on('error', () => resolve({ answered }))
+    req.on('close', () => resolve({ answered }))
+    req.write(randomBytes(1000), () => setTimeout(() => req.destroy(), afterMs))
+  })
+}
+
+/**
  * A STEP_UP write is staged with its body, so the proxy reads the body before deciding. A
  * client that goes away mid-body is the client's doing, not a proxy failure: nothing is decided
  * or staged, nothing is logged as an error, and nothing is written to the dead socket.
@@ -13,18 +36,14 @@ t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
   const { logger, lines } = capturingLogger()
   const { upstream, cp, tenant: o, proxy } = await startBillingProxy(t, { logger })
 
-  await new Promise<void>((resolve) => {
-    const req = request({
-      host: '127.0.0.1',
-      port: proxy.port,
-      method: 'POST',
-      path: '/sys_billing/v1/refunds',
-      headers: { 'content-type': 'application/json', 'content-length': '100000' },
-    })
-    req.on('error', () => resolve())
-    req.on('response', () => t.fail('no answer was expected'))
-    req.write(randomBytes(1000), () => setTimeout(() => req.destroy(), 50))
-  })
+  const { answered } = await abortMidBody(
+    proxy.port,
+    'POST',
+    '/sys_billing/v1/refunds',
+    { 'content-type': 'application/json', 'content-length': '100000' },
+    50,
+  )
+  t.notOk(answered, 'no answer was expected')
   const aborted = () => lines.find((l) => /client went away/.test(l.msg))
   const failed = () => lines.find((l) => l.level >= LOG_LEVEL.error)
   for (let i = 0; i < 200 && !aborted() && !failed(); i++) await new Promise((r) => setTimeout(r, 10))
@@ -53,18 +72,13 @@ t.test('a client that aborts mid-body while an ALLOWed write is forwarded', asyn
   const { api, tenant: o, proxy } = await startBillingProxy(t, { logger })
   t.equal((await api.put('/v1/policy', { verify: 'allow' }, { bearer: o.apiKey })).status, 200)
 
-  await new Promise<void>((resolve) => {
-    const req = request({
-      host: '127.0.0.1',
-      port: proxy.port,
-      method: 'PUT',
-      path: '/sys_billing/v1/upload/big',
-      headers: { 'content-type': 'application/octet-stream', 'content-length': '1000000' },
-    })
-    req.on('error', () => resolve())
-    req.on('close', () => resolve())
-    req.write(randomBytes(1000), () => setTimeout(() => req.destroy(), 100))
-  })
+  await abortMidBody(
+    proxy.port,
+    'PUT',
+    '/sys_billing/v1/upload/big',
+    { 'content-type': 'application/octet-stream', 'content-length': '1000000' },
+    100,
+  )
   const gone = () => lines.find((l) => /client went away while forwarding/.test(l.msg))
   for (let i = 0; i < 200 && !gone(); i++) await new Promise((r) => setTimeout(r, 10))
 
