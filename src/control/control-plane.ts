@@ -40,7 +40,12 @@ import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
 import { migrate } from '../store/migrate.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
-import { type Database, databaseTarget, openDatabase } from '../store/postgres/connect.js'
+import {
+  type Database,
+  type DatabaseTarget,
+  databaseTarget,
+  openDatabase,
+} from '../store/postgres/connect.js'
 import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
 import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
 import { connectRedis } from '../store/redis/connect.js'
@@ -68,11 +73,21 @@ export interface ControlPlane {
 }
 
 /** A backing server that cannot be reached at start-up: one line naming the setting. */
-function unreachable(setting: string, err: Error): ConfigError {
+function unreachable(setting: string, err: Error, failure = 'cannot connect'): ConfigError {
   const e = err as NodeJS.ErrnoException
   return new ConfigError(
-    `invalid setting ${setting}: cannot connect (${e.code ?? (e.message || 'error').split('\n')[0]})`,
+    `invalid setting ${setting}: ${failure} (${e.code ?? (e.message || 'error').split('\n')[0]})`,
   )
+}
+
+/**
+ * A database that cannot be opened at start-up, blamed on the setting in use: `database.url`
+ * when one is set (a server, or `memory://`), `dataDir` for the embedded PGlite under it.
+ */
+function unopenable(target: DatabaseTarget, err: Error): ConfigError {
+  return target.kind === 'pglite-disk'
+    ? unreachable('dataDir (WRITEGATE_DATA_DIR)', err, `cannot open the embedded database in ${target.dir}`)
+    : unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
 }
 
 /** What tests (and nothing else) may hand in instead of building it from settings. */
@@ -122,7 +137,7 @@ export async function createControlPlane(
     const database =
       overrides.database ??
       (await openDatabase(target).catch((err: Error) => {
-        throw unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
+        throw unopenable(target, err)
       }))
     if (!overrides.database) cleanups.push(() => database.close())
     await migrate(database.sql)

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -52,6 +52,48 @@ t.test('an unreachable Redis or database at start names the setting, in one line
   t.match(redis.stderr, /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): cannot connect/)
   t.equal(redis.stderr.split('\n').length, 1)
   t.equal(redis.stdout, '', 'nothing else is printed')
+})
+
+t.test('a database that cannot be opened names the setting in use: dataDir when embedded', async (t) => {
+  // The embedded PGlite directory (<dataDir>/pgdata) is a regular file.
+  const fileDir = mkdtempSync(join(tmpdir(), 'wg-cli-'))
+  writeFileSync(join(fileDir, 'pgdata'), '')
+  // The embedded PGlite directory is locked by a live process (this one).
+  const lockedDir = mkdtempSync(join(tmpdir(), 'wg-cli-'))
+  mkdirSync(join(lockedDir, 'pgdata'))
+  writeFileSync(join(lockedDir, 'pgdata', 'writegate.lock'), String(process.pid))
+  for (const [dir, detail] of [
+    [fileDir, /\(EEXIST\)$/],
+    [lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
+  ] as const) {
+    const r = run(['start'], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
+    t.equal(r.code, 1, dir)
+    t.match(
+      r.stderr,
+      /^writegate: invalid setting dataDir \(WRITEGATE_DATA_DIR\): cannot open the embedded database/,
+    )
+    t.match(r.stderr, detail)
+    t.notMatch(r.stderr, /database\.url/, 'no URL is set, so none is blamed')
+    t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
+  }
+
+  // With a URL set, the URL is what is blamed.
+  const keys = mkdtempSync(join(tmpdir(), 'wg-cli-'))
+  t.equal(run(['keygen', join(keys, 'master.key')], {}).code, 0)
+  t.equal(run(['audit-keygen', join(keys, 'audit.key')], {}).code, 0)
+  const url = run(['start'], {
+    WRITEGATE_DATA_DIR: fileDir,
+    WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none',
+    WRITEGATE_MASTER_KEY_FILE: join(keys, 'master.key'),
+    WRITEGATE_AUDIT_SIGNING_KEY_FILE: join(keys, 'audit.key'),
+    WRITEGATE_PORT: '0',
+  })
+  t.equal(url.code, 1)
+  t.match(
+    url.stderr,
+    /^writegate: invalid setting database\.url \(WRITEGATE_DATABASE_URL\): cannot connect \(ECONNREFUSED\)$/,
+  )
+  t.equal(url.stderr.split('\n').length, 1, `one line: ${url.stderr}`)
 })
 
 t.test('an unreachable database is one line too', async (t) => {
