@@ -314,6 +314,26 @@ export function createApprovalService(deps: {
     }
   }
 
+  /**
+   * Gives back a grant the re-check consumed for a write that did not go out: first its
+   * consumption on record in Postgres (when the claim committed it, under `recordedBy`), then
+   * in the hot store. If the record cannot be undone the grant stays used: closed, not twice usable.
+   */
+  async function giveBackGrant(
+    req: GateRequest,
+    decided: Extract<GateResult, { kind: 'decided' }>,
+    recordedBy: string | null,
+  ): Promise<void> {
+    const grantId = decided.outcome.grantId
+    if (!grantId) return
+    try {
+      if (recordedBy) await sor.stores.grants.unmarkConsumed(req.tenantId, grantId, recordedBy)
+      await gate.release(req, decided)
+    } catch (err) {
+      logger.warn({ err, tenantId: req.tenantId, grantId }, 'approval: grant not given back')
+    }
+  }
+
   /** Stages the undo of a successful write; a failure to stage it never undoes the answer. */
   async function stageRevert(
     ref: ToolRef,
@@ -387,7 +407,10 @@ export function createApprovalService(deps: {
       const { outcome } = decided
       if (outcome.decision === 'DENY') return denied(caller, action, request, target, outcome)
 
+      /** Whether the write went out, or may have: then a grant the re-check consumed stays used. */
       let written = false
+      /** The receipt a grant's consumption is recorded under in Postgres, once the claim committed. */
+      let grantRecordedBy: string | null = null
       try {
         // 3. Step-up, only while the policy still asks for it.
         let verification: Verification | 'none' = 'none'
@@ -471,7 +494,12 @@ export function createApprovalService(deps: {
             revertActionId: null,
             revertMessage: null,
           }
-        written = true
+        // The claim committed: the action is gone, and a grant's consumption is on record.
+        if (outcome.grantId) grantRecordedBy = approved.receiptId
+        // It went out unless the request provably never left (upstreamCalled: false).
+        const neverLeft =
+          result.kind === 'upstream_error' && result.upstream.kind === 'failed' && !result.upstream.sent
+        written = !neverLeft
         const approvedReceipt =
           result.claimed.find((r) => r.receiptId === approved.receiptId) ?? result.authorized
         const receipt = summary(
@@ -491,7 +519,9 @@ export function createApprovalService(deps: {
           const failure = u.kind === 'failed' ? u.failure : 'upstream_5xx'
           return {
             type: 'upstream_error',
-            message: `The upstream failed (${failure}${u.status !== null ? `, status ${u.status}` : ''}); the write may or may not have happened. The action is pending again: approving it again retries with the same Idempotency-Key.`,
+            message: neverLeft
+              ? `The upstream could not be reached (${failure}); the write was not sent. The action is pending again: approving it again retries with the same Idempotency-Key.`
+              : `The upstream failed (${failure}${u.status !== null ? `, status ${u.status}` : ''}); the write may or may not have happened. The action is pending again: approving it again retries with the same Idempotency-Key${outcome.grantId ? ', under a new grant (the one it used stays used)' : ''}.`,
             result: {
               ok: false,
               upstreamCalled: u.kind === 'failed' ? u.sent : true,
@@ -531,8 +561,8 @@ export function createApprovalService(deps: {
           ...revert,
         }
       } finally {
-        // A grant the re-check consumed goes back unless the write it allowed went out.
-        if (!written && outcome.grantId) await gate.release(gateReq, decided).catch(() => {})
+        // A grant the re-check consumed goes back unless the write it allowed went out, or may have.
+        if (!written && outcome.grantId) await giveBackGrant(gateReq, decided, grantRecordedBy)
       }
     },
   }

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import { type AddressInfo, createServer as createNetServer } from 'node:net'
 import { generate } from 'otplib'
 import t, { type Test } from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
@@ -11,12 +13,18 @@ import { billingSystems as proxySystems, writeRoutesFile } from '../helpers/prox
 
 const REFUND = { charge: 'ch_1', amount: 500 }
 
-async function setup(t: Test, kind: DatabaseKind = 'pglite-memory', opts: StartOptions = {}) {
+async function setup(
+  t: Test,
+  kind: DatabaseKind = 'pglite-memory',
+  opts: StartOptions = {},
+  /** sys_billing's origin, when it is not the recording server's. */
+  origin?: string,
+) {
   const upstream = await startRecordingServer(t)
   const started = await startWithTenantSystems(
     t,
     kind,
-    (tenantId) => billingSystems(tenantId, upstream.origin),
+    (tenantId) => billingSystems(tenantId, origin ?? upstream.origin),
     opts,
   )
   const { api, cp, tenant } = started
@@ -434,6 +442,83 @@ t.test('an upstream failure is 502; the action is pending again and a retry reus
     s.upstream.requests.map((x) => x.headers['idempotency-key']),
     [id, id],
   )
+})
+
+t.test('require_grant: a grant is given back when the write never left, kept when it may have', async (t) => {
+  // A port that was just free: nothing listens on it until the upstream comes up below.
+  const probe = createNetServer()
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+  const port = (probe.address() as AddressInfo).port
+  await new Promise((resolve) => probe.close(resolve))
+  const s = await setup(t, 'pglite-memory', {}, `http://127.0.0.1:${port}`)
+  const grantRow = async (grantId: string) =>
+    (
+      await s.cp.database.sql<{ consumed_by: string | null }[]>`
+        select consumed_by from grants where tenant_id = ${s.tenant.tenantId} and id = ${grantId}`
+    )[0]?.consumed_by
+  const grant = async (target: string) =>
+    (await s.api.post('/v1/grants', { verb: 'refund', target }, { bearer: s.tenant.sponsorToken })).body
+      .grantId as string
+  const id = await s.stage()
+  const id2 = await s.stage({ charge: 'ch_2', amount: 1 })
+  await s.api.put('/v1/policy', { refund: 'require_grant' }, { bearer: s.admin })
+  const grantId = await grant('ch_1')
+
+  // The connection is refused: the write never left, so the grant goes back.
+  const refused = await s.approve(id, {})
+  t.equal(refused.status, 502)
+  t.match(refused.body, {
+    type: 'upstream_error',
+    result: { upstreamCalled: false, failure: 'connect_failed' },
+    receipt: { kind: 'ACTION_APPROVED' },
+  })
+  t.equal(await grantRow(grantId), null, 'the grant is live again in Postgres')
+  // A policy change republishes the snapshot from Postgres: the grant must survive that too.
+  await s.api.put('/v1/policy', { refund: 'require_grant', verify: 'allow' }, { bearer: s.admin })
+
+  const received: string[] = []
+  let status = 200
+  const upstream = createServer((req, res) => {
+    received.push(String(req.headers['idempotency-key']))
+    req.resume().on('end', () => {
+      res.writeHead(status, { 'content-type': 'application/json' }).end('{"id":"re_1"}')
+    })
+  })
+  await new Promise<void>((resolve) => upstream.listen(port, '127.0.0.1', resolve))
+  t.teardown(() => {
+    upstream.closeAllConnections()
+    return new Promise((resolve) => upstream.close(resolve))
+  })
+
+  const retry = await s.approve(id, {})
+  t.equal(retry.status, 200)
+  t.match(
+    retry.body,
+    { type: 'executed', result: { ok: true, status: 200 } },
+    'the retry uses the same grant',
+  )
+  const approvals = (await s.receipts()).filter((r) => r.kind === 'ACTION_APPROVED')
+  t.same(
+    approvals.map((r) => r.detail.recheck.grantId),
+    [grantId, grantId],
+  )
+  t.equal(await grantRow(grantId), retry.body.receipt.receiptId, 'consumed by the write that went out')
+  t.same(received, [id])
+
+  // Sent, and answered 5xx: the write may have happened, so the grant stays used.
+  const grant2 = await grant('ch_2')
+  status = 503
+  const failed = await s.approve(id2, {})
+  t.equal(failed.status, 502)
+  t.match(failed.body, { type: 'upstream_error', result: { upstreamCalled: true, failure: 'upstream_5xx' } })
+  t.equal(await grantRow(grant2), failed.body.receipt.receiptId, 'the grant stays consumed')
+  status = 200
+  t.match(
+    (await s.approve(id2, {})).body,
+    { type: 'denied', result: { reason: 'grant_required' } },
+    'no second write on the same grant',
+  )
+  t.same(received, [id, id2])
 })
 
 t.test('undo templates and tool paths', async (t) => {

@@ -53,6 +53,11 @@ export interface GrantStore {
   insert(g: GrantRecord): Promise<void>
   /** Records consumption (decided in the hot store); idempotent. */
   markConsumed(tenantId: string, grantId: string, at: number, receiptId: string): Promise<void>
+  /**
+   * Undoes markConsumed by `receiptId` (and by nothing else): the grant is live again, for a
+   * write it allowed that provably never reached the upstream.
+   */
+  unmarkConsumed(tenantId: string, grantId: string, receiptId: string): Promise<void>
   /** Moves unconsumed grants of a renamed verb to its new name. */
   renameVerb(tenantId: string, from: string, to: string): Promise<number>
 }

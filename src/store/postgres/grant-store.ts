@@ -12,6 +12,10 @@ export function createGrantStore(sql: SqlHandle): GrantStore {
       await sql`update grants set consumed_at = ${at}, consumed_by = ${receiptId}
                 where tenant_id = ${tenantId} and id = ${grantId} and consumed_at is null`
     },
+    async unmarkConsumed(tenantId, grantId, receiptId) {
+      await sql`update grants set consumed_at = null, consumed_by = null
+                where tenant_id = ${tenantId} and id = ${grantId} and consumed_by = ${receiptId}`
+    },
     async renameVerb(tenantId, from, to) {
       const rows = await sql`update grants set verb = ${to}
                              where tenant_id = ${tenantId} and verb = ${from} and consumed_at is null returning id`
