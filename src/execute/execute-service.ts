@@ -123,7 +123,8 @@ export function createExecuteService(deps: {
         { issues: [{ path: 'path', message: 'must begin with /v1/' }] },
         { message: 'invalid body: path: must begin with /v1/' },
       )
-    const verdict = checkUpstreamPath(input.path, input.replay ? '/' : EXECUTE_PATH_PREFIX)
+    // '/': a path sent over HTTP was just checked for /v1/; a replay is on the system's own path.
+    const verdict = checkUpstreamPath(input.path, '/')
     if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
     if ((input.leaseId === undefined) === (input.token === undefined))
       fail(
@@ -145,11 +146,9 @@ export function createExecuteService(deps: {
     }
     let bodyText: string | null = null
     if (input.body !== undefined) {
-      try {
-        bodyText = canonicalJson(input.body)
-      } catch {
-        fail(ERRORS.invalidRequest, { issues: [{ path: 'body', message: 'must be a JSON object' }] })
-      }
+      // JCS cannot fail here: the JSON parser refuses non-finite numbers and deep nesting
+      // (control/http/storable-json.ts), and an approval's body was already bound before it came.
+      bodyText = canonicalJson(input.body)
       if (Buffer.byteLength(bodyText) > EXECUTE_BODY_MAX_BYTES)
         fail(ERRORS.payloadTooLarge, { limit: EXECUTE_BODY_MAX_BYTES, field: 'body' })
     }
@@ -261,12 +260,9 @@ export function createExecuteService(deps: {
       if (lease.expiresAt <= at) return refuse('lease_expired', lease)
       if (lease.systemId !== req.system.systemId || !digestsEqual(lease.binding, req.binding))
         return refuse('lease_mismatch', lease)
-      if (!(UPSTREAM_METHODS as readonly string[]).includes(req.method))
-        fail(
-          ERRORS.invalidRequest,
-          { issues: [{ path: 'method', message: `must be one of ${UPSTREAM_METHODS.join(', ')}` }] },
-          { message: `invalid body: method: must be one of ${UPSTREAM_METHODS.join(', ')}` },
-        )
+      // The method needs no check of its own: every lease and token is bound to one of
+      // UPSTREAM_METHODS (/v1/check, tool definitions and staged replays all refuse others),
+      // and the binding covers the method byte for byte, so any other is a lease_mismatch above.
 
       // 3. Standing, linearizable with the kill switch: the lease's key and the caller's key.
       const keyIds = [...new Set([lease.keyId, caller.keyId])]
