@@ -3,7 +3,6 @@ import type { AuditServices } from '../control/audit-routes.js'
 import type { Clock } from '../core/clock.js'
 import type { Logger } from '../observability/logger.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
-import { createBadgeTokenStore } from '../store/postgres/badge-token-store.js'
 import { createCheckpointStore } from '../store/postgres/checkpoint-store.js'
 import type { Database } from '../store/postgres/connect.js'
 import { createManifestStore } from '../store/postgres/manifest-store.js'
@@ -67,7 +66,6 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
       checkpointer,
       wakeups,
       signingKey: opts.signingKey,
-      badgeTokens: createBadgeTokenStore(sql),
       manifests: createManifestStore(sql),
       streamKeepaliveMs: opts.streamKeepaliveMs,
       publicUrl: opts.publicUrl,

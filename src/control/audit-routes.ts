@@ -5,7 +5,6 @@ import type { Checkpointer } from '../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
 import type { Clock } from '../core/clock.js'
 import type { Authenticator } from '../identity/authenticator.js'
-import type { BadgeTokenStore } from '../store/ports/badge-tokens.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { ManifestStore } from '../store/ports/manifests.js'
@@ -23,7 +22,6 @@ export interface AuditServices {
   checkpointer: Checkpointer
   wakeups: ReceiptWakeups
   signingKey: KeyObject
-  badgeTokens: BadgeTokenStore
   manifests: ManifestStore
   streamKeepaliveMs: number
   publicUrl?: string | undefined
@@ -57,7 +55,7 @@ export async function registerAuditRoutes(
     badgeRoutes({
       auth: s.auth,
       audit: s.auditLog,
-      badges: audit.badgeTokens,
+      sor: s.sor,
       reader: audit.reader,
       rateLimits: s.rateLimits,
       clock: s.clock,

@@ -10,7 +10,7 @@ import { digestsEqual, hashSecret } from '../core/secret-hash.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import { actorOf } from '../identity/caller.js'
 import { credentialReceipt } from '../identity/credential-receipt.js'
-import type { BadgeTokenStore } from '../store/ports/badge-tokens.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
 import { keyCaller, requireKey } from './http/auth.js'
@@ -21,9 +21,9 @@ const LABEL_RULES = 'at most 40 characters of A-Z a-z 0-9, space, underscore, pe
 
 export interface BadgeDeps {
   auth: Authenticator
-  /** Badge tokens are credentials: issuing and revoking one is on record. */
+  /** Badge tokens are credentials: issuing and revoking one is on record, in the same transaction. */
   audit: AuditLog
-  badges: BadgeTokenStore
+  sor: SystemOfRecord
   reader: ReceiptReader
   rateLimits: RateLimitStore
   clock: Clock
@@ -39,7 +39,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
     async function liveToken(token: string) {
       if (classifyCredential(token) !== 'badge') return null
       const hash = hashSecret(token)
-      const found = await deps.badges.findLive(hash)
+      const found = await deps.sor.stores.badgeTokens.findLive(hash)
       return found && digestsEqual(found.tokenHash, hash) ? found : null
     }
 
@@ -79,9 +79,10 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
         const badgeToken = newBadgeToken()
         const tokenHash = hashSecret(badgeToken)
         const at = nowSeconds(deps.clock)
-        await deps.badges.create({ id: newId('badge'), tenantId, tokenHash, label, createdAt: at })
-        try {
-          await deps.audit.append([
+        // Not on record, so not issued: the token and its receipt commit together.
+        await deps.sor.transaction(async (stores) => {
+          await stores.badgeTokens.create({ id: newId('badge'), tenantId, tokenHash, label, createdAt: at })
+          await deps.audit.appendWith(stores, [
             credentialReceipt({
               tenantId,
               kind: 'CREDENTIAL_ISSUED',
@@ -91,11 +92,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
               keyId: caller.keyId,
             }),
           ])
-        } catch (err) {
-          // Not on record, so not issued.
-          await deps.badges.revoke(tenantId, tokenHash, at).catch(() => {})
-          throw err
-        }
+        })
         const base = (deps.publicUrl ?? `${req.protocol}://${req.host}`).replace(/\/+$/, '')
         const badgeUrl = `${base}/v1/badge/${badgeToken}.svg`
         return reply.code(201).send({
@@ -123,19 +120,24 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
         const { tenantId } = caller
         const { token } = req.params
         const at = nowSeconds(deps.clock)
+        // The revocation and its receipt commit together, or neither does.
         const revoked =
-          classifyCredential(token) === 'badge' && (await deps.badges.revoke(tenantId, hashSecret(token), at))
+          classifyCredential(token) === 'badge' &&
+          (await deps.sor.transaction(async (stores) => {
+            if (!(await stores.badgeTokens.revoke(tenantId, hashSecret(token), at))) return false
+            await deps.audit.appendWith(stores, [
+              credentialReceipt({
+                tenantId,
+                kind: 'CREDENTIAL_REVOKED',
+                credential: 'badge_token',
+                at,
+                actor: actorOf(caller),
+                keyId: caller.keyId,
+              }),
+            ])
+            return true
+          }))
         if (!revoked) fail(ERRORS.badgeNotFound)
-        await deps.audit.append([
-          credentialReceipt({
-            tenantId,
-            kind: 'CREDENTIAL_REVOKED',
-            credential: 'badge_token',
-            at,
-            actor: actorOf(caller),
-            keyId: caller.keyId,
-          }),
-        ])
         return reply.code(204).send()
       },
     )

@@ -126,6 +126,45 @@ for (const kind of API_BACKENDS) {
   })
 }
 
+t.test('issuing or revoking a badge token commits with its receipt, or not at all', async (t) => {
+  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const a = await api.newTenant()
+  const sql = cp.database.sql
+  const tokens = () => sql`select revoked_at from badge_tokens where tenant_id = ${a.tenantId}`
+  const badgeReceipts = async () =>
+    (await sql<{ body: string }[]>`select body from receipts where tenant_id = ${a.tenantId} order by seq`)
+      .map((r) => JSON.parse(r.body))
+      .filter((r) => r.detail?.credential === 'badge_token')
+      .map((r) => r.kind)
+  const live = (await api.post('/v1/badge/tokens', {}, { bearer: a.apiKey })).body.badgeToken as string
+  t.same(await badgeReceipts(), ['CREDENTIAL_ISSUED'])
+
+  // Any append to the receipts table now fails, as a full disk or a lost primary would; and
+  // so does any later update of a badge token, as if the process had died right after the write.
+  await sql`create function refuse() returns trigger language plpgsql as
+    $$ begin raise exception 'unavailable'; end $$`
+  await sql`create trigger refuse_receipts before insert on receipts for each row execute function refuse()`
+  await sql`create trigger refuse_badges before update on badge_tokens for each row execute function refuse()`
+  const issued = await api.post('/v1/badge/tokens', {}, { bearer: a.apiKey })
+  t.equal(issued.status, 500)
+  t.equal((await tokens()).length, 1, 'no token was created without its receipt')
+  await sql`drop trigger refuse_badges on badge_tokens`
+
+  const revoked = await api.delete(`/v1/badge/tokens/${live}`, { bearer: a.apiKey })
+  t.equal(revoked.status, 500)
+  t.same(
+    (await tokens()).map((r) => r.revoked_at),
+    [null],
+    'the token is not revoked without its receipt',
+  )
+  t.equal((await api.get(`/v1/badge/${live}.svg`)).status, 200, 'and still shows')
+
+  await sql`drop trigger refuse_receipts on receipts`
+  t.equal((await api.delete(`/v1/badge/tokens/${live}`, { bearer: a.apiKey })).status, 204)
+  t.equal((await api.get(`/v1/badge/${live}.svg`)).status, 404)
+  t.same(await badgeReceipts(), ['CREDENTIAL_ISSUED', 'CREDENTIAL_REVOKED'])
+})
+
 t.test('badge view limits hold across replicas sharing Redis', async (t) => {
   const redis = await openTestRedis()
   t.teardown(() => redis.close())

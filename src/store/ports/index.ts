@@ -1,4 +1,5 @@
 import type { ReceiptStore } from './audit.js'
+import type { BadgeTokenStore } from './badge-tokens.js'
 import type {
   ActionStore,
   GrantStore,
@@ -29,6 +30,7 @@ export interface Stores {
   leases: LeaseStore
   actions: ActionStore
   sandbox: SandboxGrantStore
+  badgeTokens: BadgeTokenStore
 }
 
 /** The unit of work: plain stores, or stores bound to one transaction. */

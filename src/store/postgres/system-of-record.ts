@@ -1,5 +1,6 @@
 import type { Stores, SystemOfRecord } from '../ports/index.js'
 import { createActionStore } from './action-store.js'
+import { createBadgeTokenStore } from './badge-token-store.js'
 import type { Database } from './connect.js'
 import { createGrantStore } from './grant-store.js'
 import { createInviteStore } from './invite-store.js'
@@ -30,6 +31,7 @@ export function createStores(sql: SqlHandle): Stores {
     leases: createLeaseStore(sql),
     actions: createActionStore(sql),
     sandbox: createSandboxGrantStore(sql),
+    badgeTokens: createBadgeTokenStore(sql),
   }
 }
 
