@@ -151,13 +151,13 @@ export function createVerbService(deps: {
 
     async update(caller, rawName, patch) {
       if (patch.name === undefined && patch.description === undefined) fail(ERRORS.nothingToUpdate)
-      // A deprecated or missing verb is 404 whatever the patch says, so look it up first.
-      const existing = await sor.stores.verbs.get(caller.tenantId, rawName)
-      if (existing?.status !== 'live') fail(ERRORS.verbNotFound)
-      const newName = patch.name === undefined ? undefined : checkNewName(patch.name)
+      // One lookup, inside the transaction the registry version guards. A refusal rolls back
+      // the registry advance, so nothing is changed and no one is told of a change.
       return registryChange(caller, async (stores, at) => {
         const current = await stores.verbs.get(caller.tenantId, rawName)
+        // A deprecated or missing verb is 404 whatever the patch says, so look it up first.
         if (current?.status !== 'live') fail(ERRORS.verbNotFound)
+        const newName = patch.name === undefined ? undefined : checkNewName(patch.name)
         const receiptBase = {
           tenantId: caller.tenantId,
           kind: 'VERB_UPDATE' as const,
