@@ -269,6 +269,20 @@ export const ERRORS = {
     'verb does not match the request',
     "The check's verb is not the verb the system's route (or the tool) maps this write to.",
   ),
+
+  // gate-proxy's own refusals of a request before any decision (docs/proxy.md)
+  notEnrolled: def(
+    'not_enrolled',
+    403,
+    'not an enrolled system: writegate forwards only to enrolled upstreams',
+    "gate-proxy serves no such system: it does not exist or is another tenant's, and the answer is the same.",
+  ),
+  methodOverride: def(
+    'method_override',
+    400,
+    'a _method query parameter (method override) is not allowed',
+    'gate-proxy refuses a _method query parameter: the upstream could act on another method than the one gated.',
+  ),
 } as const satisfies Record<string, ErrorDef>
 
 export type ErrorName = keyof typeof ERRORS

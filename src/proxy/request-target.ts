@@ -1,13 +1,19 @@
 import type { IncomingMessage } from 'node:http'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { unsafePathProblem } from '../systems/safe-path.js'
 import { carriesMethodOverride } from './method-override.js'
 import type { ProxySystem, RouteTable } from './route-table.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'
 
-export type ResolvedTarget =
-  | { ok: true; system: ProxySystem; path: string; mode: TargetMode }
-  | { ok: false; status: number; error: string; code: string }
+export type RefusedTarget = { ok: false; status: number; error: string; code: string }
+
+export type ResolvedTarget = { ok: true; system: ProxySystem; path: string; mode: TargetMode } | RefusedTarget
+
+/** A refusal from the error registry: its code and status, and its text unless a more precise one is given. */
+function refused(def: ErrorDef, error: string = def.message): RefusedTarget {
+  return { ok: false, status: def.status, error, code: def.code }
+}
 
 function hostPort(host: string): { hostname: string; port: number | null } {
   const m = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(host.trim())
@@ -18,12 +24,7 @@ function hostPort(host: string): { hostname: string; port: number | null } {
  * The one answer for a system this proxy does not serve, whether it does not exist or is
  * another tenant's: an agent cannot tell which (nor learn other tenants' system ids).
  */
-export const NOT_ENROLLED = {
-  ok: false,
-  status: 403,
-  error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
-  code: 'not_enrolled',
-} as const
+export const NOT_ENROLLED: Readonly<RefusedTarget> = Object.freeze(refused(ERRORS.notEnrolled))
 
 /**
  * Which enrolled system a request is for, and the upstream path:
@@ -48,15 +49,10 @@ export function resolveTarget(
     try {
       url = new URL(raw)
     } catch {
-      return { ok: false, status: 400, error: 'malformed request target', code: 'invalid_request' }
+      return refused(ERRORS.invalidRequest, 'malformed request target')
     }
     if (url.username || url.password)
-      return {
-        ok: false,
-        status: 400,
-        error: 'credentials in the request target are not allowed',
-        code: 'invalid_request',
-      }
+      return refused(ERRORS.invalidRequest, 'credentials in the request target are not allowed')
     system = table.systemForHost(url.hostname, url.port ? Number(url.port) : null, tenantId)
     if (!system) return NOT_ENROLLED
     // The raw path as sent (not URL-normalised), so what is checked is what the agent sent.
@@ -78,24 +74,13 @@ export function resolveTarget(
       const { hostname, port } = hostPort(req.headers.host ?? '')
       system = hostname ? table.systemForHost(hostname, port, tenantId) : undefined
       if (!system)
-        return {
-          ok: false,
-          status: 404,
-          error: 'not found: use /<systemId>/<path> or an enrolled upstream host',
-          code: 'not_found',
-        }
+        return refused(ERRORS.notFound, 'not found: use /<systemId>/<path> or an enrolled upstream host')
       path = raw
       mode = 'transparent'
     }
   }
   const problem = unsafePathProblem(path)
-  if (problem) return { ok: false, status: 400, error: `refused path: ${problem}`, code: 'unsafe_path' }
-  if (carriesMethodOverride(path))
-    return {
-      ok: false,
-      status: 400,
-      error: 'a _method query parameter (method override) is not allowed',
-      code: 'method_override',
-    }
+  if (problem) return refused(ERRORS.unsafePath, `refused path: ${problem}`)
+  if (carriesMethodOverride(path)) return refused(ERRORS.methodOverride)
   return { ok: true, system, path, mode }
 }
