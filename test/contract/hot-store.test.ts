@@ -175,6 +175,70 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
     },
   )
 
+  t.test('commits made in one turn are each answered on their own, in order', async (t) => {
+    const [ten, other] = [tenant(), tenant()]
+    await hot.publish(snapshot(ten, 2))
+    await hot.publish(snapshot(other, 1))
+    const g = [{ grantId: 'grt_one', expiresAt: now() + 600 }]
+    const labelled = (tenantId: string, label: string) => ({
+      otherwise: pl([receipt(tenantId, label)]),
+    })
+    // No await between them: a batching store sends these together.
+    const results = await Promise.all([
+      hot.commit({ tenantId: ten, version: 1, quota: quota(1), grantCandidates: [] }),
+      hot.commit({
+        tenantId: ten,
+        version: 2,
+        quota: quota(1),
+        grantCandidates: [],
+        durable: labelled(ten, 'first'),
+      }),
+      hot.commit({
+        tenantId: ten,
+        version: 2,
+        quota: quota(1),
+        grantCandidates: [],
+        durable: labelled(ten, 'second'),
+      }),
+      hot.commit({
+        tenantId: other,
+        version: 1,
+        quota: null,
+        grantCandidates: g,
+        durable: labelled(other, 'o1'),
+      }),
+      hot.commit({
+        tenantId: other,
+        version: 1,
+        quota: null,
+        grantCandidates: g,
+        durable: labelled(other, 'o2'),
+      }),
+    ])
+    t.same(results[0], { status: 'stale', currentVersion: 2 }, 'an old version is stale, counting nothing')
+    t.match(results[1], {
+      status: 'committed',
+      quotaUsed: 1,
+      durable: { receipts: [{ detail: { label: 'first' } }] },
+    })
+    t.same(
+      results[2],
+      { status: 'quota_exhausted', used: 1, limit: 1 },
+      'the next in the same turn sees the count',
+    )
+    t.match(results[3], {
+      status: 'committed',
+      grantId: 'grt_one',
+      durable: { receipts: [{ detail: { label: 'o1' } }] },
+    })
+    t.match(results[4], {
+      status: 'committed',
+      grantId: null,
+      durable: { receipts: [{ detail: { label: 'o2' } }] },
+    })
+    t.equal(await hot.used(ten, 'key_a', '2026-11'), 1)
+  })
+
   t.test('seedQuota only fills a missing counter; the key index resolves', async (t) => {
     const ten = tenant()
     await hot.seedQuota(ten, 'key_a', '2026-11', 40)
@@ -279,6 +343,35 @@ t.test('hot store contract: real Redis', async (t) => {
       off()
     },
   )
+
+  t.test('redis: the commits of one turn share one script call per tenant, 64 at most', async (t) => {
+    const ten = tenant()
+    await hot.publish(snapshot(ten, 1))
+    let scriptCalls = 0
+    const sendCommand = redis.sendCommand.bind(redis)
+    redis.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+      if (command.name === 'evalsha' || command.name === 'eval') scriptCalls++
+      return (sendCommand as (...a: unknown[]) => unknown)(command, ...rest)
+    }) as typeof redis.sendCommand
+    t.teardown(() => {
+      redis.sendCommand = sendCommand
+    })
+    const results = await Promise.all(
+      Array.from({ length: 100 }, () =>
+        hot.commit({ tenantId: ten, version: 1, quota: quota(70), grantCandidates: [] }),
+      ),
+    )
+    t.equal(scriptCalls, 2, '100 commits travel as 64 + 36')
+    t.same(
+      results.map((r) => r.status),
+      [...Array(70).fill('committed'), ...Array(30).fill('quota_exhausted')],
+      'answered in the order they were made',
+    )
+    scriptCalls = 0
+    await hot.commit({ tenantId: ten, version: 1, quota: null, grantCandidates: [] })
+    await hot.commit({ tenantId: ten, version: 1, quota: null, grantCandidates: [] })
+    t.equal(scriptCalls, 2, 'commits awaited one after another each go at once')
+  })
 
   t.test('redis: every key of a tenant carries its hash tag', async (t) => {
     const keys = await redis.keys(`${tr.prefix}*`)

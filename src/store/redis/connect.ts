@@ -24,8 +24,8 @@ export function connectRedis(
     connectTimeout: 2000,
     commandTimeout: 2000,
     retryStrategy: (times) => Math.min(times * 100, 1000),
-    // Commands issued in one tick (many concurrent commits) go out in one write.
-    enableAutoPipelining: role === 'commands',
+    // No auto-pipelining: the hot store batches its commits itself (commit-batcher.ts), and
+    // a pipeline per tick only adds work to each of the other commands, which run one at a time.
   })
   let lastLogged = 0
   // Before the first connection, a failure is the start-up's to report (one line).

@@ -15,46 +15,63 @@ return 1
 `
 
 /**
- * The atomic commit. KEYS: ver, quota counter, receipt stream, then one consumption marker
- * per grant candidate. ARGV: version, quota limit (-1: not a check), quota TTL, n,
+ * The atomic commit, for a batch of m commits of one tenant (one round trip for the
+ * commits a process made in one turn of its event loop). Each commit is decided on its own,
+ * in order, exactly as if it ran alone. ARGV[1] is m; then, per commit, its KEYS and ARGV
+ * follow those of the one before.
+ *
+ * One commit's KEYS: ver, quota counter, receipt stream, then one consumption marker per
+ * grant candidate. Its ARGV: version, quota limit (-1: not a check), quota TTL, n,
  * n marker TTLs, n grant ids, receipts JSON ('' none), then n receipts JSON for "candidate i
- * was consumed" ('' none). Returns {'stale', current} | {'quota', used, limit} |
+ * was consumed" ('' none). Its result: {'stale', current} | {'quota', used, limit} |
  * {'ok', grantId, used, streamId, variant}, variant being the consumed candidate's 1-based
- * index when its receipts were queued, else ''.
+ * index when its receipts were queued, else ''. The script returns the m results in order.
  */
 export const COMMIT = `
-local cur = redis.call('GET', KEYS[1])
-if not cur then return {'stale', ''} end
-if cur ~= ARGV[1] then return {'stale', cur} end
-local limit = tonumber(ARGV[2])
-local used = 0
-if limit >= 0 then
-  used = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if used >= limit then return {'quota', tostring(used), tostring(limit)} end
-end
-local n = tonumber(ARGV[4])
-local granted = ''
-local gi = 0
-for i = 1, n do
-  if redis.call('SET', KEYS[3 + i], '1', 'NX', 'EX', tonumber(ARGV[4 + i])) then
-    granted = ARGV[4 + n + i]
-    gi = i
-    break
+local function commit(kb, ab)
+  local cur = redis.call('GET', KEYS[kb + 1])
+  if not cur then return {'stale', ''} end
+  if cur ~= ARGV[ab + 1] then return {'stale', cur} end
+  local limit = tonumber(ARGV[ab + 2])
+  local used = 0
+  if limit >= 0 then
+    used = tonumber(redis.call('GET', KEYS[kb + 2]) or '0')
+    if used >= limit then return {'quota', tostring(used), tostring(limit)} end
   end
+  local n = tonumber(ARGV[ab + 4])
+  local granted = ''
+  local gi = 0
+  for i = 1, n do
+    if redis.call('SET', KEYS[kb + 3 + i], '1', 'NX', 'EX', tonumber(ARGV[ab + 4 + i])) then
+      granted = ARGV[ab + 4 + n + i]
+      gi = i
+      break
+    end
+  end
+  if limit >= 0 then
+    redis.call('INCR', KEYS[kb + 2])
+    redis.call('EXPIRE', KEYS[kb + 2], tonumber(ARGV[ab + 3]))
+  end
+  local receipts = ARGV[ab + 5 + 2 * n]
+  local variant = ''
+  if gi > 0 and ARGV[ab + 5 + 2 * n + gi] ~= '' then
+    receipts = ARGV[ab + 5 + 2 * n + gi]
+    variant = tostring(gi)
+  end
+  local id = ''
+  if receipts ~= '' then id = redis.call('XADD', KEYS[kb + 3], '*', 'r', receipts) end
+  return {'ok', granted, tostring(used + 1), id, variant}
 end
-if limit >= 0 then
-  redis.call('INCR', KEYS[2])
-  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+local m = tonumber(ARGV[1])
+local out = {}
+local kb, ab = 0, 1
+for j = 1, m do
+  local n = tonumber(ARGV[ab + 4])
+  out[j] = commit(kb, ab)
+  kb = kb + 3 + n
+  ab = ab + 5 + 3 * n
 end
-local receipts = ARGV[5 + 2 * n]
-local variant = ''
-if gi > 0 and ARGV[5 + 2 * n + gi] ~= '' then
-  receipts = ARGV[5 + 2 * n + gi]
-  variant = tostring(gi)
-end
-local id = ''
-if receipts ~= '' then id = redis.call('XADD', KEYS[3], '*', 'r', receipts) end
-return {'ok', granted, tostring(used + 1), id, variant}
+return out
 `
 
 /** KEYS: quota counter (or none), grant marker (or none). ARGV: has quota, has grant. */

@@ -9,6 +9,7 @@ import type {
   QueuedReceipts,
   ReceiptQueue,
 } from '../ports/hot-store.js'
+import { createCommitBatcher } from './commit-batcher.js'
 import { COMMIT, PUBLISH, RELEASE } from './hot-store-scripts.js'
 
 /** Quota counters outlive their month by a few days, then expire on their own. */
@@ -18,6 +19,8 @@ const GRANT_MARKER_GRACE_SECONDS = 300
 const GROUP = 'drain'
 /** Drain hints per tenant are sent at most this often by one process. */
 const HINT_INTERVAL_MS = 50
+/** Commits per script call at most (each is a few Redis commands; Redis serves no one else meanwhile). */
+const MAX_COMMIT_BATCH = 64
 
 type Commands = Redis & {
   wgPublish(
@@ -28,7 +31,7 @@ type Commands = Redis & {
     channel: string,
     tenantId: string,
   ): Promise<number>
-  wgCommit(numKeys: number, ...args: (string | number)[]): Promise<string[]>
+  wgCommit(numKeys: number, ...args: (string | number)[]): Promise<string[][]>
   wgRelease(q: string, g: string, hasQuota: string, hasGrant: string): Promise<number>
 }
 
@@ -70,6 +73,10 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   const queuedListeners = new Set<() => void>()
   const groupsMade = new Set<string>()
   const hinted = new Map<string, number>()
+  const batcher = createCommitBatcher(
+    (keys, args) => r.wgCommit(keys.length, ...keys, ...args),
+    MAX_COMMIT_BATCH,
+  )
 
   opts.subscriber.on('message', (channel: string, message: string) => {
     if (channel === channels.invalidate) {
@@ -216,7 +223,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
           return p ? JSON.stringify(p) : ''
         }),
       ]
-      const res = await r.wgCommit(keys.length, ...keys, ...args)
+      const res = await batcher.commit(t, { keys, args })
       if (res[0] === 'stale') return { status: 'stale', currentVersion: res[1] ? Number(res[1]) : null }
       if (res[0] === 'quota')
         return { status: 'quota_exhausted', used: Number(res[1]), limit: Number(res[2]) }
