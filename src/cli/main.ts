@@ -2,13 +2,13 @@
 import { randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { ConfigError, loadSettings } from '../config/load.js'
-import { createControlPlane } from '../control/control-plane.js'
+import { createControlPlane, openConfiguredDatabase } from '../control/control-plane.js'
 import { createInjector } from '../injector/injector-process.js'
 import { createLogger, type Logger } from '../observability/logger.js'
 import { startMetricsServer } from '../observability/metrics-server.js'
 import { startProxy, startProxyProcess } from '../proxy/proxy-process.js'
 import { migrate } from '../store/migrate.js'
-import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
+import { databaseTarget } from '../store/postgres/connect.js'
 import { VERSION } from '../version.js'
 import { auditKeygenCommand } from './audit-keygen.js'
 import { manifestsImportCommand } from './manifests-import.js'
@@ -142,7 +142,7 @@ async function runInjector(): Promise<void> {
 async function runMigrate(): Promise<void> {
   const settings = loadSettings()
   const logger = createLogger(settings.log.level)
-  const db = await openDatabase(databaseTarget(settings.database.url, settings.dataDir, 1))
+  const db = await openConfiguredDatabase(databaseTarget(settings.database.url, settings.dataDir, 1))
   try {
     const result = await migrate(db.sql)
     logger.info({ applied: result.applied, current: result.current, storage: db.kind }, 'migrations applied')

@@ -81,13 +81,16 @@ function unreachable(setting: string, err: Error, failure = 'cannot connect'): C
 }
 
 /**
- * A database that cannot be opened at start-up, blamed on the setting in use: `database.url`
- * when one is set (a server, or `memory://`), `dataDir` for the embedded PGlite under it.
+ * Opens the configured database. One that cannot be opened (at start-up, or for `writegate
+ * migrate`) is blamed on the setting in use: `database.url` when one is set (a server, or
+ * `memory://`), `dataDir` for the embedded PGlite under it.
  */
-function unopenable(target: DatabaseTarget, err: Error): ConfigError {
-  return target.kind === 'pglite-disk'
-    ? unreachable('dataDir (WRITEGATE_DATA_DIR)', err, `cannot open the embedded database in ${target.dir}`)
-    : unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
+export function openConfiguredDatabase(target: DatabaseTarget): Promise<Database> {
+  return openDatabase(target).catch((err: Error) => {
+    throw target.kind === 'pglite-disk'
+      ? unreachable('dataDir (WRITEGATE_DATA_DIR)', err, `cannot open the embedded database in ${target.dir}`)
+      : unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
+  })
 }
 
 /** What tests (and nothing else) may hand in instead of building it from settings. */
@@ -134,11 +137,7 @@ export async function createControlPlane(
     cleanups.length = 0
   }
   try {
-    const database =
-      overrides.database ??
-      (await openDatabase(target).catch((err: Error) => {
-        throw unopenable(target, err)
-      }))
+    const database = overrides.database ?? (await openConfiguredDatabase(target))
     if (!overrides.database) cleanups.push(() => database.close())
     await migrate(database.sql)
     const sor = createSystemOfRecord(database)

@@ -62,12 +62,15 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
   const lockedDir = mkdtempSync(join(tmpdir(), 'wg-cli-'))
   mkdirSync(join(lockedDir, 'pgdata'))
   writeFileSync(join(lockedDir, 'pgdata', 'writegate.lock'), String(process.pid))
-  for (const [dir, detail] of [
-    [fileDir, /\(EEXIST\)$/],
-    [lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
+  for (const [command, dir, detail] of [
+    ['start', fileDir, /\(EEXIST\)$/],
+    ['start', lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
+    // `writegate migrate` opens the same database, and blames the same setting.
+    ['migrate', fileDir, /\(EEXIST\)$/],
+    ['migrate', lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
   ] as const) {
-    const r = run(['start'], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
-    t.equal(r.code, 1, dir)
+    const r = run([command], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
+    t.equal(r.code, 1, `${command} ${dir}`)
     t.match(
       r.stderr,
       /^writegate: invalid setting dataDir \(WRITEGATE_DATA_DIR\): cannot open the embedded database/,
@@ -96,11 +99,16 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
   t.equal(url.stderr.split('\n').length, 1, `one line: ${url.stderr}`)
 })
 
-t.test('an unreachable database is one line too', async (t) => {
-  const r = run(['migrate'], { WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none' })
+t.test('an unreachable database at migrate names the setting, in one line', async (t) => {
+  const r = run(['migrate'], {
+    WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
+    WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none',
+  })
   t.equal(r.code, 1)
-  t.match(r.stderr, /^writegate: cannot reach a backing server \(ECONNREFUSED/)
-  t.equal(r.stderr.split('\n').length, 1)
+  t.equal(
+    r.stderr,
+    'writegate: invalid setting database.url (WRITEGATE_DATABASE_URL): cannot connect (ECONNREFUSED)',
+  )
 })
 
 t.test('unknown commands and help', async (t) => {
