@@ -8,7 +8,13 @@
  * reported as ratios against the baseline measured in the same run.
  *
  * writegate runs from `dist/` (built first), as the container image runs it.
- * Run: npx tsx bench/proxy.ts [--duration 10] [--connections 64] [--reps 5]
+ * Run: npx tsx bench/proxy.ts [--duration 10] [--connections 64] [--reps 5] [--isolate]
+ *
+ * --isolate measures the proxy as a sidecar sees it: each proxy (bare or gated) gets CPU 0 to
+ * itself and everything else (autocannon, the upstream, Redis, Postgres) shares CPU 1; the
+ * control plane, which runs on other hosts in a deployment, is paused (SIGSTOP) during the
+ * timed runs, so proxy receipts wait durably in Redis. It is resumed afterwards and the time
+ * it takes to drain them into the audit log is reported. Needs taskset (util-linux).
  * Needs PostgreSQL at 127.0.0.1:5432 (trust, database test) and Redis at 127.0.0.1:6379.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
@@ -28,6 +34,10 @@ const DURATION = arg('duration', 10)
 const CONNECTIONS = arg('connections', 64)
 /** Alternating bare/gated runs for the CPU-per-request comparison, which noise on a shared host needs. */
 const REPS = arg('reps', 5)
+const ISOLATE = process.argv.includes('--isolate')
+/** The command line that runs `args` under node, pinned to `cpu` when isolating. */
+const onCpu = (cpu: 0 | 1, args: string[]): [string, string[]] =>
+  ISOLATE ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args]
 const PG = process.env.WRITEGATE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS = process.env.WRITEGATE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const root = join(import.meta.dirname, '..')
@@ -35,14 +45,11 @@ const children: ChildProcess[] = []
 /** writegate runs as it ships: compiled by `npm run build`, not through tsx's loader. */
 const MAIN = join(root, 'dist', 'cli', 'main.js')
 
-function start(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ port: number; child: ChildProcess }> {
+function start(args: string[], cpu: 0 | 1 = 1): Promise<{ port: number; child: ChildProcess }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    const child = spawn(...onCpu(cpu, ['--import', 'tsx', ...args]), {
       cwd: root,
-      env: { ...process.env, ...env },
+      env: process.env,
       stdio: ['ignore', 'pipe', 'inherit'],
     })
     children.push(child)
@@ -99,7 +106,7 @@ function load(url: string, rate: number | null, seconds = DURATION): Promise<Res
   if (rate) args.push('-R', String(rate))
   args.push(url)
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+    const child = spawn(...onCpu(1, args), { stdio: ['ignore', 'pipe', 'ignore'] })
     let out = ''
     child.stdout.on('data', (d) => (out += d))
     child.once('exit', () => {
@@ -154,6 +161,31 @@ async function sequential(url: string, n = 3000): Promise<{ p50: number; p90: nu
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99) }
 }
 
+/** What the run left in Redis under its own key prefix. */
+async function forgetRedisKeys(pattern: string): Promise<void> {
+  const { Redis } = await import('ioredis')
+  const r = new Redis(REDIS, { lazyConnect: true })
+  try {
+    await r.connect()
+    const keys = await r.keys(pattern)
+    if (keys.length > 0) await r.del(...keys)
+  } catch {
+  } finally {
+    r.disconnect()
+  }
+}
+
+/** Redis and Postgres (already running) share CPU 1 with the load while isolating; put back after. */
+function pinServers(cpus = '1'): void {
+  for (const pid of [...pidsOf('redis-server'), ...pidsOf('postgres'), process.pid])
+    execFileSync('taskset', ['-a', '-pc', cpus, String(pid)], { stdio: 'ignore' })
+}
+function unpinServers(): void {
+  try {
+    pinServers('0-1')
+  } catch {}
+}
+
 async function main() {
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' })
   const dbName = `wg_bench_${randomBytes(4).toString('hex')}`
@@ -162,17 +194,18 @@ async function main() {
   const dbUrl = new URL(PG)
   dbUrl.pathname = `/${dbName}`
   const dir = mkdtempSync(join(tmpdir(), 'wg-bench-'))
+  const prefix = `wgbench${randomBytes(3).toString('hex')}:`
   try {
+    if (ISOLATE) pinServers()
     const upstream = await start(['bench/support/upstream.ts'])
     const upstreamOrigin = `http://127.0.0.1:${upstream.port}`
-    const bare = await start(['bench/support/bare-proxy.ts', upstreamOrigin])
+    const bare = await start(['bench/support/bare-proxy.ts', upstreamOrigin], 0)
 
     writeFileSync(join(dir, 'master.key'), randomBytes(32).toString('base64'))
     writeFileSync(
       join(dir, 'audit.pem'),
       generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }),
     )
-    const prefix = `wgbench${randomBytes(3).toString('hex')}:`
     const common = {
       WRITEGATE_REDIS_URL: REDIS,
       WRITEGATE_LOG_LEVEL: 'warn',
@@ -185,7 +218,7 @@ async function main() {
       stringify({ redis: { keyPrefix: prefix }, quota: { checksPerMonth: 100_000_000 } }),
     )
     const cpPort = 18000 + Math.floor(Math.random() * 1000)
-    const cp = spawn(process.execPath, [MAIN, 'start'], {
+    const cp = spawn(...onCpu(1, [MAIN, 'start']), {
       cwd: root,
       env: {
         ...process.env,
@@ -228,14 +261,13 @@ async function main() {
     )
     writeFileSync(join(dir, 'agent.key'), agent.apiKey as string)
     const gated = spawn(
-      process.execPath,
-      [
+      ...onCpu(0, [
         ...(process.env.WG_BENCH_PROFILE
           ? [`--cpu-prof`, `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
           : []),
         MAIN,
         'proxy',
-      ],
+      ]),
       {
         cwd: root,
         env: {
@@ -262,9 +294,21 @@ async function main() {
     const check = await fetch(targets.gated, { method: 'POST', body: '{}' })
     if (check.status !== 200 || !check.headers.get('x-writegate-receipt'))
       throw new Error(`gated path is not ALLOW: ${check.status}`)
+    const receiptStreams = async () => {
+      const { Redis } = await import('ioredis')
+      const r = new Redis(REDIS)
+      try {
+        let n = 0
+        for (const key of await r.keys(`${prefix}*:rq`)) n += await r.xlen(key)
+        return n
+      } finally {
+        r.disconnect()
+      }
+    }
+    if (ISOLATE && cp.pid) process.kill(cp.pid, 'SIGSTOP')
 
     console.log(
-      `gate-proxy benchmark: loopback, ${DURATION}s per run, node ${process.version}, autocannon in its own process`,
+      `gate-proxy benchmark: loopback, ${DURATION}s per run, node ${process.version}, autocannon in its own process${ISOLATE ? '; isolated: proxies on CPU 0, the rest on CPU 1, control plane paused' : ''}`,
     )
     const rows: Record<
       string,
@@ -337,7 +381,26 @@ async function main() {
     console.log(
       `proxy process CPU per request, gated/bare: ${(proxyCpu(g) / proxyCpu(b)).toFixed(2)}x (throughput bound if each had its own core: ${(proxyCpu(b) / proxyCpu(g)).toFixed(2)}x)`,
     )
+    if (ISOLATE && cp.pid) {
+      // The receipts the paused control plane left in Redis: every one must reach the audit log.
+      const queued = await receiptStreams()
+      const t0 = performance.now()
+      process.kill(cp.pid, 'SIGCONT')
+      let left = queued
+      while (left > 0 && performance.now() - t0 < 600_000) {
+        await new Promise((r) => setTimeout(r, 250))
+        left = await receiptStreams()
+      }
+      const seconds = (performance.now() - t0) / 1000
+      console.log(
+        left === 0
+          ? `drain after resuming the control plane: ${queued} queued receipts into the audit log in ${seconds.toFixed(1)} s (${Math.round(queued / seconds)} receipts/s)`
+          : `drain after resuming the control plane: ${left} of ${queued} receipts still queued after ${seconds.toFixed(0)} s`,
+      )
+    }
   } finally {
+    if (ISOLATE) unpinServers()
+    for (const c of children) if (c.pid && c.exitCode === null) process.kill(c.pid, 'SIGCONT')
     // Stop every process before dropping its database.
     await Promise.all(
       children.map(
@@ -354,6 +417,7 @@ async function main() {
       ),
     )
     await admin.unsafe(`drop database if exists ${dbName} with (force)`).catch(() => {})
+    await forgetRedisKeys(`${prefix}*`)
     await admin.end()
   }
 }
