@@ -13,7 +13,7 @@ import type { Gate, GateRequest, GateResult } from '../gate/gate.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Logger } from '../observability/logger.js'
 import type { Keyring } from '../security/keyring.js'
-import type { PendingAction, SystemOfRecord } from '../store/ports/index.js'
+import type { ActionPosition, PendingAction, SystemOfRecord } from '../store/ports/index.js'
 import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
 import { ACTION_TTL_SECONDS, type ActionStager } from './action-stager.js'
 import type { ApprovalLimiter } from './approval-limiter.js'
@@ -87,8 +87,14 @@ export interface PublicAction {
   expiresAt: number
 }
 
+/** One page of pending actions; `next` is where the following page starts, null after the last. */
+export interface ActionPage {
+  actions: PublicAction[]
+  next: ActionPosition | null
+}
+
 export interface ApprovalService {
-  list(caller: KeyCaller): Promise<PublicAction[]>
+  list(caller: KeyCaller, page: { limit: number; after?: ActionPosition }): Promise<ActionPage>
   approve(caller: KeyCaller, actionId: string, input: ApprovalInput): Promise<ApprovalResponse>
 }
 
@@ -380,8 +386,15 @@ export function createApprovalService(deps: {
   }
 
   return {
-    async list(caller) {
-      return (await sor.stores.actions.list(caller.tenantId, nowSeconds(clock))).map(publicAction)
+    async list(caller, { limit, after }) {
+      // One row more than the page says whether another page follows.
+      const rows = await sor.stores.actions.list(caller.tenantId, nowSeconds(clock), limit + 1, after)
+      const actions = rows.slice(0, limit).map(publicAction)
+      const last = actions.at(-1)
+      return {
+        actions,
+        next: rows.length > limit && last ? { createdAt: last.createdAt, actionId: last.actionId } : null,
+      }
     },
 
     async approve(caller, actionId, input) {

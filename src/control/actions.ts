@@ -3,6 +3,7 @@ import { z } from 'zod'
 import type { ApprovalService } from '../actions/approval-service.js'
 import { ERRORS } from '../core/errors.js'
 import type { Authenticator } from '../identity/authenticator.js'
+import type { ActionPosition } from '../store/ports/index.js'
 import { keyCaller, requireKey } from './http/auth.js'
 
 const action = z.object({
@@ -59,6 +60,32 @@ const approvalResponse = z.object({
 
 const idParams = z.object({ actionId: z.string().min(1).max(128) })
 
+/**
+ * The list's cursor: opaque to clients (base64url of `<createdAt>.<actionId>`), so a page resumes
+ * after the last action it showed even when that action has since been approved or expired.
+ */
+export function encodeActionCursor(p: ActionPosition): string {
+  return Buffer.from(`${p.createdAt}.${p.actionId}`, 'utf8').toString('base64url')
+}
+
+export function decodeActionCursor(cursor: string): ActionPosition | null {
+  const m = /^(\d{1,15})\.([0-9A-Za-z_]{1,64})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'))
+  if (!m?.[1] || !m[2]) return null
+  const p = { createdAt: Number(m[1]), actionId: m[2] }
+  // Only the exact text nextAfter gave (base64url decoding forgives stray characters).
+  return encodeActionCursor(p) === cursor ? p : null
+}
+
+const listQuery = z.object({
+  after: z
+    .string()
+    .max(128)
+    .refine((s) => decodeActionCursor(s) !== null, 'not a cursor this list returned as nextAfter')
+    .optional()
+    .describe('Resume after the page that returned this `nextAfter`'),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+})
+
 export function actionsRoutes(deps: {
   approvals: ApprovalService
   auth: Authenticator
@@ -72,13 +99,30 @@ export function actionsRoutes(deps: {
       {
         schema: {
           summary: 'List the tenant’s pending, unexpired agent actions, oldest first',
-          response: { 200: z.object({ tenantId: z.string(), actions: z.array(action) }) },
+          description:
+            'At most `limit` actions (1..1000, default 100). `nextAfter` is an opaque cursor to pass as `after` for the next page; null when this page is the last.',
+          querystring: listQuery,
+          response: {
+            200: z.object({
+              tenantId: z.string(),
+              actions: z.array(action),
+              nextAfter: z.string().nullable(),
+            }),
+          },
         },
         onRequest: admin,
       },
       async (req) => {
         const caller = keyCaller(req)
-        return { tenantId: caller.tenantId, actions: await deps.approvals.list(caller) }
+        const { after, limit } = req.query
+        // `after` was validated as a cursor by the schema.
+        const position = after ? decodeActionCursor(after) : null
+        const page = await deps.approvals.list(caller, position ? { limit, after: position } : { limit })
+        return {
+          tenantId: caller.tenantId,
+          actions: page.actions,
+          nextAfter: page.next ? encodeActionCursor(page.next) : null,
+        }
       },
     )
 

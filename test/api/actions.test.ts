@@ -121,6 +121,106 @@ t.test(
   },
 )
 
+for (const kind of API_BACKENDS) {
+  t.test(`listing pages: limit and an opaque after cursor, oldest first, on ${kind}`, async (t) => {
+    const s = await setup(t, kind)
+    type Page = { actions: { actionId: string }[]; nextAfter: string | null }
+    const page = async (query: string) => {
+      const r = await s.api.get(`/v1/agent/actions${query}`, { bearer: s.admin })
+      t.equal(r.status, 200, query)
+      return r.body as Page
+    }
+    // Seven actions, three staged in one second (the order then falls back to the action id).
+    const staged: string[] = []
+    for (let i = 0; i < 7; i++) {
+      staged.push(await s.stage({ charge: `ch_${i}`, amount: i + 1 }))
+      if (i % 3 === 2) s.clock.advance(1000)
+    }
+    const all = await page('')
+    t.equal(all.actions.length, 7, 'the default page holds them all')
+    t.equal(all.nextAfter, null, 'and says it is the last')
+    const order = all.actions.map((a) => a.actionId)
+    t.same([...order].sort(), [...staged].sort())
+
+    const first = await page('?limit=3')
+    t.same(
+      first.actions.map((a) => a.actionId),
+      order.slice(0, 3),
+    )
+    t.type(first.nextAfter, 'string')
+    // The action the cursor points at is approved (which stages its undo, the newest action)
+    // before the next page is read: the list resumes after it all the same.
+    const gone = first.actions[2]?.actionId as string
+    const approved = await s.approve(gone, { totpCode: await s.code() })
+    t.equal(approved.status, 200)
+    const after = (await page('')).actions.map((a) => a.actionId).slice(2)
+    t.same(
+      [...after].sort(),
+      [...order.slice(3), approved.body.revertActionId].sort(),
+      'what follows the cursor now',
+    )
+    const second = await page(`?limit=3&after=${first.nextAfter}`)
+    t.same(
+      second.actions.map((a) => a.actionId),
+      after.slice(0, 3),
+    )
+    const third = await page(`?limit=3&after=${second.nextAfter}`)
+    t.same(
+      third.actions.map((a) => a.actionId),
+      after.slice(3),
+    )
+    t.equal(third.nextAfter, null, 'a short page is the last')
+    const exact = await page(`?limit=2&after=${second.nextAfter}`)
+    t.same(
+      exact.actions.map((a) => a.actionId),
+      after.slice(3),
+    )
+    t.equal(exact.nextAfter, null, 'a full page with nothing after it is the last too')
+
+    // More than the default page of 100 (inserted directly: staging each by check would spend
+    // the key's monthly quota).
+    const now = Math.floor(s.clock.nowMs() / 1000)
+    for (let i = 0; i < 101; i++)
+      await s.cp.database
+        .sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target,
+                                environment, principal_id, key_id, staged_receipt_id, created_at, expires_at)
+                              values (${`act_bulk${String(i).padStart(4, '0')}`}, ${s.tenant.tenantId}, 'sys_billing',
+                                      'issue_refund', ${s.cp.database.sql.json({})}, 'refund', null, null,
+                                      ${s.tenant.principalId}, ${s.agentKeyId}, 'rcp_x', ${now + 10}, ${now + 900})`
+    const big = await page('')
+    t.equal(big.actions.length, 100, 'the default limit is 100')
+    t.type(big.nextAfter, 'string')
+    const rest = await page(`?after=${big.nextAfter}`)
+    t.equal(rest.actions.length, 108 - 100)
+    t.equal(rest.nextAfter, null)
+    t.equal(new Set([...big.actions, ...rest.actions].map((a) => a.actionId)).size, 108, 'no repeats')
+    t.equal((await page('?limit=1000')).actions.length, 108)
+  })
+}
+
+t.test('listing: a bad limit or cursor is a 400 JSON error', async (t) => {
+  const s = await setup(t)
+  const cursor = (text: string) => Buffer.from(text).toString('base64url')
+  for (const query of [
+    'limit=0',
+    'limit=1001',
+    'limit=abc',
+    'limit=1.5',
+    'limit=-1',
+    'after=',
+    'after=not-a-cursor',
+    `after=${cursor('12.act_x')}.`,
+    `after=${cursor('act_x')}`,
+    `after=${cursor('12.act x')}`,
+    `after=${'A'.repeat(200)}`,
+  ]) {
+    const r = await s.api.get(`/v1/agent/actions?${query}`, { bearer: s.admin })
+    t.equal(r.status, 400, query)
+    t.equal(r.body.code, 'invalid_request', query)
+    t.match(r.body.error, /^invalid querystring: (limit|after)/, query)
+  }
+})
+
 t.test('approving with a TOTP code: the write, its receipts, the action gone, the undo staged', async (t) => {
   const s = await setup(t)
   const actionId = await s.stage()

@@ -119,13 +119,22 @@ export interface PendingAction {
   revertOf?: string | null
 }
 
+/** Where a page of pending actions resumes: strictly after this (createdAt, actionId). */
+export interface ActionPosition {
+  createdAt: number
+  actionId: string
+}
+
 export interface ActionStore {
   insert(a: PendingAction): Promise<void>
   /** For redelivered proxy payloads: a second insert of one action changes nothing. */
   insertIfAbsent(a: PendingAction): Promise<void>
   get(tenantId: string, actionId: string): Promise<PendingAction | null>
-  /** Pending, unexpired actions of the tenant, oldest first. */
-  list(tenantId: string, nowSeconds: number): Promise<PendingAction[]>
+  /**
+   * Pending, unexpired actions of the tenant, oldest first (by createdAt, then actionId), at
+   * most `limit`, strictly after `after` when given.
+   */
+  list(tenantId: string, nowSeconds: number, limit: number, after?: ActionPosition): Promise<PendingAction[]>
   /** Deletes the action; false if it was already gone (approved concurrently). */
   remove(tenantId: string, actionId: string): Promise<boolean>
 }

@@ -58,10 +58,15 @@ export function createActionStore(sql: SqlHandle): ActionStore {
       >`select * from pending_actions where tenant_id = ${tenantId} and id = ${actionId}`
       return r ? toAction(r) : null
     },
-    async list(tenantId, nowSeconds) {
-      const rows = await sql<ActionRow[]>`select * from pending_actions
-                                          where tenant_id = ${tenantId} and expires_at > ${nowSeconds}
-                                          order by created_at, id`
+    async list(tenantId, nowSeconds, limit, after) {
+      const rows = after
+        ? await sql<ActionRow[]>`select * from pending_actions
+                                 where tenant_id = ${tenantId} and expires_at > ${nowSeconds}
+                                   and (created_at, id) > (${after.createdAt}, ${after.actionId})
+                                 order by created_at, id limit ${limit}`
+        : await sql<ActionRow[]>`select * from pending_actions
+                                 where tenant_id = ${tenantId} and expires_at > ${nowSeconds}
+                                 order by created_at, id limit ${limit}`
       return rows.map(toAction)
     },
     async remove(tenantId, actionId) {
