@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { Readable } from 'node:stream'
-import { createProxyServer } from 'http-proxy-3'
+import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { ACTION_TTL_SECONDS } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import type { Outcome } from '../core/evaluate.js'
@@ -89,19 +89,6 @@ interface Gated {
  */
 export function createGateProxy(deps: GateProxyDeps): GateProxy {
   const { table, gate, logger, metrics, clock } = deps
-  const proxy = createProxyServer({
-    xfwd: false,
-    changeOrigin: true,
-    proxyTimeout: deps.upstreamTimeoutMs,
-    followRedirects: false,
-  })
-
-  proxy.on('proxyReq', (proxyReq, req) => {
-    const r = req as IncomingMessage & { wgSystem?: ProxySystem; wgReceipt?: string }
-    if (r.wgSystem?.credential) proxyReq.setHeader(r.wgSystem.credential.header, r.wgSystem.credential.value)
-    // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-    if (r.wgReceipt) proxyReq.setHeader(RECEIPT_HEADER, r.wgReceipt)
-  })
   // The agent hanging up mid-forward is the agent's doing: the decision and its receipt stand,
   // and it is no failure of the proxy or the upstream. http-proxy reports it as `econnreset`.
   function clientWentAway(req: IncomingMessage): void {
@@ -111,18 +98,45 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       'client went away while forwarding',
     )
   }
-  proxy.on('econnreset', (_err, req) => clientWentAway(req))
   const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
-  proxy.on('proxyRes', (proxyRes, req) => {
-    const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
-    stripHopByHop(proxyRes.headers)
-    // The agent reads this header as writegate's word that a decision was made; an upstream
-    // (answering an ungated read, say) cannot speak for writegate.
-    delete proxyRes.headers[RECEIPT_HEADER]
-    if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
-    if (r.wgStart !== undefined && r.wgSystem)
-      metrics.observeUpstream(r.wgSystem.system.systemId, (performance.now() - r.wgStart) / 1000)
-  })
+
+  /**
+   * One http-proxy server per enrolled system, its target and agent fixed at creation. Options
+   * passed per request are merged into a fresh object on every call, and every later pass then
+   * reads its options off that object: measurably slower than a server's own options.
+   */
+  const proxies = new Map<ProxySystem, ProxyServer>()
+  function proxyFor(system: ProxySystem): ProxyServer {
+    let proxy = proxies.get(system)
+    if (proxy) return proxy
+    proxy = createProxyServer({
+      target: system.origin,
+      agent: system.agent,
+      xfwd: false,
+      changeOrigin: true,
+      proxyTimeout: deps.upstreamTimeoutMs,
+      followRedirects: false,
+    })
+    proxy.on('proxyReq', (proxyReq, req) => {
+      if (system.credential) proxyReq.setHeader(system.credential.header, system.credential.value)
+      // The upstream learns which receipt authorised the write, so it can log or reconcile it.
+      const receiptId = (req as IncomingMessage & { wgReceipt?: string }).wgReceipt
+      if (receiptId) proxyReq.setHeader(RECEIPT_HEADER, receiptId)
+    })
+    proxy.on('econnreset', (_err, req) => clientWentAway(req))
+    proxy.on('proxyRes', (proxyRes, req) => {
+      const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number }
+      stripHopByHop(proxyRes.headers)
+      // The agent reads this header as writegate's word that a decision was made; an upstream
+      // (answering an ungated read, say) cannot speak for writegate.
+      delete proxyRes.headers[RECEIPT_HEADER]
+      if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
+      if (r.wgStart !== undefined)
+        metrics.observeUpstream(system.system.systemId, (performance.now() - r.wgStart) / 1000)
+    })
+    proxies.set(system, proxy)
+    return proxy
+  }
 
   function forward(
     req: IncomingMessage,
@@ -142,32 +156,25 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     r.wgSystem = system
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
-    proxy.web(
-      req,
-      res,
-      {
-        // The parsed URL, not its string: http-proxy parses a string target on every request.
-        target: system.origin,
-        agent: system.agent,
-        ...(buffered ? { buffer: Readable.from(buffered) } : {}),
-      },
-      (err) => {
-        // http-proxy reports its own proxyTimeout as a reset socket; the elapsed time tells them apart.
-        const elapsed = performance.now() - (r.wgStart ?? 0)
-        const timedOut =
-          elapsed >= deps.upstreamTimeoutMs - 25 ||
-          /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
-        if (clientGone(req, res)) return clientWentAway(req)
-        logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
-        if (!res.headersSent) {
-          sendJson(res, timedOut ? 504 : 502, {
-            error: timedOut ? 'upstream timed out' : 'upstream unreachable',
-            code: timedOut ? 'upstream_timeout' : 'upstream_error',
-            ...(receiptId ? { receiptId } : {}),
-          })
-        } else res.destroy()
-      },
-    )
+    const onError = (err: Error) => {
+      // http-proxy reports its own proxyTimeout as a reset socket; the elapsed time tells them apart.
+      const elapsed = performance.now() - (r.wgStart ?? 0)
+      const timedOut =
+        elapsed >= deps.upstreamTimeoutMs - 25 ||
+        /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
+      if (clientGone(req, res)) return clientWentAway(req)
+      logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
+      if (!res.headersSent) {
+        sendJson(res, timedOut ? 504 : 502, {
+          error: timedOut ? 'upstream timed out' : 'upstream unreachable',
+          code: timedOut ? 'upstream_timeout' : 'upstream_error',
+          ...(receiptId ? { receiptId } : {}),
+        })
+      } else res.destroy()
+    }
+    const proxy = proxyFor(system)
+    if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
+    else proxy.web(req, res, onError)
   }
 
   function stagedAction(
@@ -540,7 +547,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       }, CLOSE_GRACE_MS)
       await closed
       clearTimeout(grace)
-      proxy.close()
+      for (const proxy of proxies.values()) proxy.close()
     },
   }
   return api
