@@ -99,7 +99,8 @@ interface Prepared {
  * 2. find the lease (or create it from an ALLOW token's binding) and match it byte for byte;
  * 3. judge the standing of the lease's key and the caller's key under the current snapshot;
  * 4. consume the lease and make the authorising EXECUTE receipt durable in one transaction;
- * 5. only then call the upstream, and record its outcome in a second EXECUTE receipt.
+ * 5. only then call the upstream, and record its outcome in a second EXECUTE receipt (also ALLOW,
+ *    `detail.phase: 'completed'`).
  * Every refusal in 2-4 is an EXECUTE receipt with decision DENY and no upstream request.
  */
 export function createExecuteService(deps: {
@@ -348,7 +349,9 @@ export function createExecuteService(deps: {
         ...receiptBase(lease),
         receiptId: newId('receipt'),
         createdAt: nowSeconds(clock),
-        decision: null,
+        // Contract §5: an EXECUTE receipt carries a decision. The outcome's is the one the call
+        // was made under, so `decision = 'ALLOW'` finds every write that went out with its result.
+        decision: 'ALLOW',
         policyVersion,
         detail: {
           phase: 'completed',

@@ -275,7 +275,7 @@ t.test('approving with a TOTP code: the write, its receipts, the action gone, th
     [
       ['ACTION_APPROVED', null, null],
       ['EXECUTE', 'ALLOW', 'authorized'],
-      ['EXECUTE', null, 'completed'],
+      ['EXECUTE', 'ALLOW', 'completed'],
       ['ACTION_STAGED', null, null],
     ],
   )
@@ -293,7 +293,12 @@ t.test('approving with a TOTP code: the write, its receipts, the action gone, th
     },
   })
   t.match(tail[1], { receiptId: r.body.receipt.executeReceiptId, detail: { actionId, via: 'token' } })
-  t.match(tail[2], { receiptId: r.body.receipt.outcomeReceiptId, detail: { status: 200 } })
+  t.match(tail[2], {
+    receiptId: r.body.receipt.outcomeReceiptId,
+    kind: 'EXECUTE',
+    decision: 'ALLOW',
+    detail: { phase: 'completed', status: 200 },
+  })
   t.match(tail[3].detail, {
     actionId: r.body.revertActionId,
     tool: 'cancel_refund',

@@ -61,16 +61,30 @@ for (const kind of API_BACKENDS) {
       const now = nowSeconds(clock)
       const d = (kind: 'CHECK' | 'EXECUTE' | 'GRANT', createdAt = now) =>
         draft({ receiptId: newId('receipt'), tenantId: b.tenantId, kind, decision: 'DENY', createdAt })
+      // One write through /v1/execute: its authorising receipt and its outcome receipt (ALLOW
+      // now; null in older logs) are one gated write.
+      const execute = (phase: 'authorized' | 'completed', decision: 'ALLOW' | null) =>
+        draft({
+          receiptId: newId('receipt'),
+          tenantId: b.tenantId,
+          kind: 'EXECUTE',
+          decision,
+          createdAt: now,
+          detail: { phase },
+        })
       await cp.auditTrail.log.append([
         d('CHECK'),
         d('CHECK'),
         d('EXECUTE'),
         d('GRANT'),
         d('CHECK', now - 31 * 86_400),
+        execute('authorized', 'ALLOW'),
+        execute('completed', 'ALLOW'),
+        execute('completed', null),
       ])
       const some = await svg(token)
       t.ok(some.body.includes(BADGE_GREEN), 'green')
-      t.ok(some.body.includes('>3 / 30d<'), 'CHECK and EXECUTE within 30 days')
+      t.ok(some.body.includes('>4 / 30d<'), 'CHECK and EXECUTE within 30 days, each write once')
       for (const secret of [label, 'Hostile', 'XYZ', b.tenantId, b.email, 'Acme', a.tenantId]) {
         t.notOk(some.body.includes(secret), `${secret} never leaves`)
       }

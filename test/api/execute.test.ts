@@ -119,7 +119,7 @@ t.test('a leased execute reaches the enrolled upstream, with the injected creden
   })
   t.match(receipts[1], {
     kind: 'EXECUTE',
-    decision: null,
+    decision: 'ALLOW',
     detail: {
       phase: 'completed',
       authorizedReceiptId: receipts[0].receiptId,
@@ -404,7 +404,10 @@ t.test('upstream answers and failures are reported as they are', async (t) => {
       receiptId: r.headers['x-writegate-receipt'],
       outcomeReceiptId: outcome.receiptId,
     })
-    t.match(outcome.detail, { phase: 'completed', outcome: 'upstream_error', status: 503 })
+    t.match(outcome, {
+      decision: 'ALLOW',
+      detail: { phase: 'completed', outcome: 'upstream_error', status: 503 },
+    })
   })
 
   t.test('a timeout is 502 with timeout: true', async (t) => {
@@ -547,7 +550,11 @@ for (const kind of API_BACKENDS) {
     t.equal(results.filter((r) => r.body.reason === 'lease_used').length, 19, 'nineteen lease_used')
     t.equal(s.upstream.requests.length, 1, 'exactly one upstream request')
     const receipts = await s.executeReceipts()
-    t.equal(receipts.filter((r) => r.decision === 'ALLOW').length, 1)
+    t.same(
+      receipts.filter((r) => r.decision === 'ALLOW').map((r) => r.detail.phase),
+      ['authorized', 'completed'],
+      'one write: its authorisation and its outcome',
+    )
     t.equal(receipts.filter((r) => r.decision === 'DENY').length, 19)
   })
 }

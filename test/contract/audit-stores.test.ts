@@ -79,6 +79,10 @@ for (const kind of ALL_BACKENDS) {
         receipt(a, 'REVOKE', { decision: 'REVOKE' }),
         receipt(a, 'EXECUTE', { decision: 'ALLOW' }),
         receipt(a, 'GRANT'),
+        // An execute's outcome receipt (ALLOW; null in older logs) is the same write as its
+        // authorising one: not a second gated write, and not a CHECK decision.
+        receipt(a, 'EXECUTE', { decision: 'ALLOW', detail: { phase: 'completed' } }),
+        receipt(a, 'EXECUTE', { detail: { phase: 'completed' } }),
       ]
       await sor.transaction((s) => s.receipts.append(drafts))
       t.same(await reader.decisionCounts(a, 900, 5000), {

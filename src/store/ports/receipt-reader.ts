@@ -21,6 +21,9 @@ export interface ReceiptReader {
   rows(tenantId: string, afterSeq: number, toSeq: number, limit: number): Promise<StoredReceiptRow[]>
   /** CHECK receipts by decision and REVOKE receipts created at or after `since`, the most recent `cap` of them. */
   decisionCounts(tenantId: string, since: number, cap: number): Promise<DecisionCounts>
-  /** CHECK and EXECUTE receipts with a decision, created at or after `since`. */
+  /**
+   * CHECK and EXECUTE receipts with a decision, created at or after `since`, except an execute's
+   * outcome receipt (`detail.phase: 'completed'`): its write is counted by its authorising receipt.
+   */
   gatedWrites(tenantId: string, since: number): Promise<number>
 }

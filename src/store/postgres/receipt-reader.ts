@@ -71,11 +71,15 @@ export function createReceiptReader(sql: SqlHandle): ReceiptReader {
       return { byDecision, truncated }
     },
     async gatedWrites(tenantId, since) {
-      // An execute's outcome receipt (decision null) records the same write as its authorising one.
+      // An execute's outcome receipt (`detail.phase: 'completed'`: decision ALLOW, null in older
+      // logs) records the same write as its authorising one, so it is not counted. Only the
+      // bodies of EXECUTE receipts are parsed.
       const [r] = await sql<{ n: number }[]>`
         select count(*) as n from receipts
-        where tenant_id = ${tenantId} and created_at >= ${since} and kind in ('CHECK', 'EXECUTE')
-          and decision is not null`
+        where tenant_id = ${tenantId} and created_at >= ${since} and decision is not null
+          and kind in ('CHECK', 'EXECUTE')
+          and case when kind = 'EXECUTE' then (body::jsonb #>> '{detail,phase}') is distinct from 'completed'
+                   else true end`
       return Number(r?.n ?? 0)
     },
   }
