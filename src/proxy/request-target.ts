@@ -22,7 +22,8 @@ function hostPort(host: string): { hostname: string; port: number | null } {
 
 /**
  * The one answer for a system this proxy does not serve, whether it does not exist or is
- * another tenant's: an agent cannot tell which (nor learn other tenants' system ids).
+ * another tenant's, in every mode (a system id, an absolute URI's host, a Host header): an
+ * agent cannot tell which, nor learn other tenants' system ids or upstream hosts.
  */
 export const NOT_ENROLLED: Readonly<RefusedTarget> = Object.freeze(refused(ERRORS.notEnrolled))
 
@@ -73,8 +74,9 @@ export function resolveTarget(
     } else {
       const { hostname, port } = hostPort(req.headers.host ?? '')
       system = hostname ? table.systemForHost(hostname, port, tenantId) : undefined
-      if (!system)
-        return refused(ERRORS.notFound, 'not found: use /<systemId>/<path> or an enrolled upstream host')
+      // A Host no system enrols gets the answer another tenant's upstream host gets (the
+      // caller's check): a different one would tell an agent which hosts other tenants enrol.
+      if (!system) return NOT_ENROLLED
       path = raw
       mode = 'transparent'
     }

@@ -165,6 +165,14 @@ t.test('gate-proxy in the single-process default', async (t) => {
       body: 'x',
     })
     t.same([stranger.status, stranger.json().code], [403, 'not_enrolled'])
+    // The same request redirected transparently (origin-form, Host names the stranger).
+    const redirected = await agentRequest(port, {
+      method: 'POST',
+      path: '/v1/verify',
+      headers: { host: 'evil.example:8080' },
+      body: 'x',
+    })
+    t.same([redirected.status, redirected.json()], [stranger.status, stranger.json()])
     t.equal((await agentRequest(port, { method: 'POST', path: '/sys_nope/v1/verify' })).status, 403)
     t.equal(upstream.received.length, before + 2)
   })

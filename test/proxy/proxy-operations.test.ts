@@ -35,10 +35,11 @@ t.test('metrics: the proxy exports its series on its own port', async (t) => {
     t.ok(text.includes(name), name)
   }
   t.equal((await fetch(`http://127.0.0.1:${p.metricsPort}/other`)).status, 404)
-  t.equal(
-    (await agentRequest(p.port, { method: 'GET', path: '/metrics' })).status,
-    404,
-    'metrics are not on the agent-facing port',
+  const onAgentPort = await agentRequest(p.port, { method: 'GET', path: '/metrics' })
+  t.same(
+    [onAgentPort.status, onAgentPort.json().code],
+    [403, 'not_enrolled'],
+    'metrics are not on the agent-facing port (its own Host is no enrolled upstream)',
   )
 })
 

@@ -30,7 +30,12 @@ t.test("a proxy never reaches another tenant's system", async (t) => {
   // B's system first, so a lookup by host that ignored the tenant would find it.
   const file: SystemsFile = {
     passthrough: [],
-    systems: [system('sys_theirs', b.tenantId, 'B_TOKEN'), system('sys_ours', a.tenantId, 'A_TOKEN')],
+    systems: [
+      system('sys_theirs', b.tenantId, 'B_TOKEN'),
+      system('sys_ours', a.tenantId, 'A_TOKEN'),
+      // An upstream host only B enrols (never contacted: nothing may reach it from A's proxy).
+      { ...system('sys_theirs_only', b.tenantId, 'B_TOKEN'), upstream: 'http://b-only.test:8080' },
+    ],
   }
   const { logger, lines } = capturingLogger()
   const proxy = await startEmbeddedProxy(
@@ -61,6 +66,29 @@ t.test("a proxy never reaches another tenant's system", async (t) => {
     const missing = await agentRequest(port, { method: 'POST', path: '/sys_nowhere/v1/verify', body: '{}' })
     t.same([theirs.status, theirs.json()], [missing.status, missing.json()])
   })
+
+  t.test(
+    "B's upstream host answers exactly as an unknown host, in forward and transparent mode",
+    async (t) => {
+      const before = upstream.received.length
+      for (const method of ['POST', 'GET'] as const) {
+        const body = method === 'POST' ? { body: '{}' } : {}
+        const transparent = (host: string) =>
+          agentRequest(port, { method, path: '/v1/verify', headers: { host }, ...body })
+        const theirs = await transparent('b-only.test:8080')
+        const unknown = await transparent('nowhere.test:8080')
+        t.same([theirs.status, theirs.json().code], [403, 'not_enrolled'], `${method} transparent, B's host`)
+        t.same([unknown.status, unknown.json()], [theirs.status, theirs.json()], `${method} transparent`)
+        const forward = (host: string) =>
+          agentRequest(port, { method, path: `http://${host}/v1/verify`, ...body })
+        const theirsForward = await forward('b-only.test:8080')
+        const unknownForward = await forward('nowhere.test:8080')
+        t.same([theirsForward.status, theirsForward.json().code], [403, 'not_enrolled'])
+        t.same([unknownForward.status, unknownForward.json()], [theirsForward.status, theirsForward.json()])
+      }
+      t.equal(upstream.received.length, before, 'nothing was forwarded')
+    },
+  )
 
   t.test("tenant A's own system on the same upstream still works, in every mode", async (t) => {
     const reverse = await agentRequest(port, { method: 'POST', path: '/sys_ours/v1/verify', body: '{}' })

@@ -52,9 +52,18 @@ t.test('every refusal is the registry code and status, with the exact wire text'
       '/v1/verify',
       'elsewhere.test',
       {
-        status: 404,
-        error: 'not found: use /<systemId>/<path> or an enrolled upstream host',
-        code: 'not_found',
+        status: 403,
+        error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
+        code: 'not_enrolled',
+      },
+    ],
+    [
+      '/',
+      '',
+      {
+        status: 403,
+        error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
+        code: 'not_enrolled',
       },
     ],
     [
