@@ -427,8 +427,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       return (await api.ready()) ? sendJson(res, 200, { ready: true }) : sendJson(res, 503, { ready: false })
     const tenant = deps.identity()
     const target = resolveTarget(req, table, tenant?.tenantId ?? null)
-    if (!target.ok)
+    if (!target.ok) {
+      // Until the key resolves, another tenant's system answers 503 (below); so must one that
+      // no tenant enrols, or the two could be told apart.
+      if (!tenant && target === NOT_ENROLLED) return failClosedNoIdentity(res)
       return sendJson(res, target.status, { error: target.error, code: target.code }, { connection: 'close' })
+    }
     // Another tenant's system is not ours to reach, not even for an ungated read: it would go
     // out with that tenant's credential. Until the key resolves, whose it is cannot be told.
     if (target.system.system.tenantId !== undefined) {

@@ -128,21 +128,38 @@ t.test("a proxy never reaches another tenant's system", async (t) => {
     t.match(warned[0], { tenantId: a.tenantId, systems: [{ systemId: 'sys_theirs', tenantId: b.tenantId }] })
   })
 
-  t.test('until its key resolves, a proxy cannot tell whose a system is: 503, even for reads', async (t) => {
-    const before = upstream.received.length
-    const unresolved = await startEmbeddedProxy(
-      t,
-      cp,
-      null,
-      // Well formed, but never issued: the key index never resolves it.
-      { WRITEGATE_PROXY_API_KEY: `svc_${'x'.repeat(40)}`, A_TOKEN: 'a-secret', B_TOKEN: 'b-secret' },
-      {},
-      { systemsFile: writeRoutesFile(file) },
-    )
-    for (const path of ['/sys_theirs/v1/anything', '/sys_ours/v1/anything']) {
-      const r = await agentRequest(unresolved.port, { method: 'GET', path })
-      t.same([r.status, r.json().reason], [503, 'gate_unavailable'], path)
-    }
-    t.equal(upstream.received.length, before)
-  })
+  t.test(
+    'until its key resolves, a proxy cannot tell whose a system is, or whether it is one: 503, even for reads',
+    async (t) => {
+      const before = upstream.received.length
+      const unresolved = await startEmbeddedProxy(
+        t,
+        cp,
+        null,
+        // Well formed, but never issued: the key index never resolves it.
+        { WRITEGATE_PROXY_API_KEY: `svc_${'x'.repeat(40)}`, A_TOKEN: 'a-secret', B_TOKEN: 'b-secret' },
+        {},
+        { systemsFile: writeRoutesFile(file) },
+      )
+      // A system nobody enrols answers alike: a 403 here would tell it apart from another tenant's.
+      for (const path of ['/sys_theirs/v1/anything', '/sys_ours/v1/anything', '/sys_nobodys/v1/anything']) {
+        const r = await agentRequest(unresolved.port, { method: 'GET', path })
+        t.same([r.status, r.json().reason], [503, 'gate_unavailable'], path)
+      }
+      for (const host of ['nobody.example', '']) {
+        const r = await agentRequest(unresolved.port, {
+          method: 'POST',
+          path: '/v1/x',
+          headers: { host },
+          body: '{}',
+        })
+        t.same(
+          [r.status, r.json().reason],
+          [503, 'gate_unavailable'],
+          `transparent, host ${host || '(none)'}`,
+        )
+      }
+      t.equal(upstream.received.length, before)
+    },
+  )
 })
