@@ -124,8 +124,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (receiptId) proxyReq.setHeader(RECEIPT_HEADER, receiptId)
     })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
-    proxy.on('proxyRes', (proxyRes, req) => {
+    proxy.on('proxyRes', (proxyRes, req, res) => {
       const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number }
+      // An upstream response cut short (proxyTimeout on a stalled body, a reset) must cut the
+      // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
+      proxyRes.once('close', () => {
+        if (!proxyRes.complete && !res.destroyed) res.destroy()
+      })
       stripHopByHop(proxyRes.headers)
       // The agent reads this header as writegate's word that a decision was made; an upstream
       // (answering an ungated read, say) cannot speak for writegate.

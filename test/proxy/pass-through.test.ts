@@ -112,6 +112,50 @@ t.test('pass-through correctness', async (t) => {
     t.match(r.json(), { code: 'upstream_timeout', receiptId: /^rcp_/ })
   })
 
+  /** Reads a response to the end or to its cut: its status, whether it completed, its bytes. */
+  const readAll = (path: string) =>
+    new Promise<{ status: number; complete: boolean; body: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path }, (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => {
+          body += c
+        })
+        res.on('error', () => {}) // a cut response also reports 'aborted'
+        res.on('close', () => resolve({ status: res.statusCode ?? 0, complete: res.complete, body }))
+      })
+      req.on('error', reject)
+      req.end('{}')
+    })
+
+  t.test('an upstream whose body stalls past the timeout is cut off, not left hanging', async (t) => {
+    up.behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.write('partial')
+    }
+    const r = await readAll('/sys_billing/v1/verify')
+    t.equal(r.status, 200)
+    t.equal(r.complete, false, 'the agent sees the response end short')
+    t.equal(r.body, 'partial')
+  })
+
+  t.test('a body that keeps coming is not cut, however long it takes in all', async (t) => {
+    // Six chunks 150 ms apart: 900 ms in all, past the 400 ms timeout, no gap near it.
+    up.behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      let n = 0
+      const tick = setInterval(() => {
+        res.write(`${n}`)
+        if (++n === 6) {
+          clearInterval(tick)
+          res.end()
+        }
+      }, 150)
+    }
+    const r = await readAll('/sys_billing/v1/verify')
+    t.same(r, { status: 200, complete: true, body: '012345' })
+  })
+
   t.test('a client that aborts mid-upload leaves the proxy healthy', async (t) => {
     const before = up.received.length
     await new Promise<void>((resolve) => {
