@@ -233,6 +233,12 @@ export const ERRORS = {
     'upstream error',
     'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened.',
   ),
+  upstreamTimeout: def(
+    'upstream_timeout',
+    504,
+    'upstream timed out',
+    'gate-proxy: the write was authorised and forwarded, but the upstream stayed silent for proxy.upstreamTimeoutMs before its response headers.',
+  ),
   actionNotFound: def(
     'action_not_found',
     404,

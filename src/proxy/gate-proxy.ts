@@ -6,6 +6,7 @@ import { Readable } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { ACTION_TTL_SECONDS } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
+import { ERRORS } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
@@ -170,9 +171,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (clientGone(req, res)) return clientWentAway(req)
       logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
       if (!res.headersSent) {
-        sendJson(res, timedOut ? 504 : 502, {
-          error: timedOut ? 'upstream timed out' : 'upstream unreachable',
-          code: timedOut ? 'upstream_timeout' : 'upstream_error',
+        const def = timedOut ? ERRORS.upstreamTimeout : ERRORS.upstreamError
+        sendJson(res, def.status, {
+          error: timedOut ? def.message : 'upstream unreachable',
+          code: def.code,
           ...(receiptId ? { receiptId } : {}),
         })
       } else res.destroy()
