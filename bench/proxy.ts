@@ -161,18 +161,24 @@ async function sequential(url: string, n = 3000): Promise<{ p50: number; p90: nu
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99) }
 }
 
-/** What the run left in Redis under its own key prefix. */
-async function forgetRedisKeys(pattern: string): Promise<void> {
+/** Runs `fn` on a short-lived Redis connection of the bench's own. */
+async function withRedis<T>(fn: (r: import('ioredis').Redis) => Promise<T>): Promise<T> {
   const { Redis } = await import('ioredis')
   const r = new Redis(REDIS, { lazyConnect: true })
   try {
     await r.connect()
-    const keys = await r.keys(pattern)
-    if (keys.length > 0) await r.del(...keys)
-  } catch {
+    return await fn(r)
   } finally {
     r.disconnect()
   }
+}
+
+/** What the run left in Redis under its own key prefix. */
+async function forgetRedisKeys(pattern: string): Promise<void> {
+  await withRedis(async (r) => {
+    const keys = await r.keys(pattern)
+    if (keys.length > 0) await r.del(...keys)
+  }).catch(() => {})
 }
 
 /** Redis and Postgres (already running) share CPU 1 with the load while isolating; put back after. */
@@ -294,17 +300,13 @@ async function main() {
     const check = await fetch(targets.gated, { method: 'POST', body: '{}' })
     if (check.status !== 200 || !check.headers.get('x-writegate-receipt'))
       throw new Error(`gated path is not ALLOW: ${check.status}`)
-    const receiptStreams = async () => {
-      const { Redis } = await import('ioredis')
-      const r = new Redis(REDIS)
-      try {
+    /** Proxy receipts waiting in Redis for the drain. */
+    const receiptStreams = () =>
+      withRedis(async (r) => {
         let n = 0
         for (const key of await r.keys(`${prefix}*:rq`)) n += await r.xlen(key)
         return n
-      } finally {
-        r.disconnect()
-      }
-    }
+      })
     if (ISOLATE && cp.pid) process.kill(cp.pid, 'SIGSTOP')
 
     console.log(

@@ -77,6 +77,9 @@ function encodeBody(body: Buffer | null): EncodedBody {
   }
 }
 
+/** What the proxy keeps on an agent's request while forwarding it, for its event handlers. */
+type Forwarded = IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+
 interface Gated {
   system: ProxySystem
   path: string
@@ -93,7 +96,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   // The agent hanging up mid-forward is the agent's doing: the decision and its receipt stand,
   // and it is no failure of the proxy or the upstream. http-proxy reports it as `econnreset`.
   function clientWentAway(req: IncomingMessage): void {
-    const r = req as IncomingMessage & { wgReceipt?: string; wgSystem?: ProxySystem }
+    const r = req as Forwarded
     logger.info(
       { system: r.wgSystem?.system.systemId, receiptId: r.wgReceipt },
       'client went away while forwarding',
@@ -121,12 +124,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     proxy.on('proxyReq', (proxyReq, req) => {
       if (system.credential) proxyReq.setHeader(system.credential.header, system.credential.value)
       // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-      const receiptId = (req as IncomingMessage & { wgReceipt?: string }).wgReceipt
+      const receiptId = (req as Forwarded).wgReceipt
       if (receiptId) proxyReq.setHeader(RECEIPT_HEADER, receiptId)
     })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
     proxy.on('proxyRes', (proxyRes, req, res) => {
-      const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number }
+      const r = req as Forwarded
       // An upstream response cut short (proxyTimeout on a stalled body, a reset) must cut the
       // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
       proxyRes.once('close', () => {
@@ -158,7 +161,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     for (const h of STRIPPED) delete req.headers[h]
     if (system.credential) delete req.headers[system.credential.header]
     req.url = path
-    const r = req as IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+    const r = req as Forwarded
     r.wgSystem = system
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
