@@ -121,12 +121,6 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyTimeout: deps.upstreamTimeoutMs,
       followRedirects: false,
     })
-    proxy.on('proxyReq', (proxyReq, req) => {
-      if (system.credential) proxyReq.setHeader(system.credential.header, system.credential.value)
-      // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-      const receiptId = (req as Forwarded).wgReceipt
-      if (receiptId) proxyReq.setHeader(RECEIPT_HEADER, receiptId)
-    })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
     proxy.on('proxyRes', (proxyRes, req, res) => {
       const r = req as Forwarded
@@ -135,11 +129,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed) res.destroy()
       })
-      stripHopByHop(proxyRes.headers)
+      stripHopByHop(proxyRes.headers, 'blank')
       // The agent reads this header as writegate's word that a decision was made; an upstream
-      // (answering an ungated read, say) cannot speak for writegate.
-      delete proxyRes.headers[RECEIPT_HEADER]
-      if (r.wgReceipt) proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
+      // (answering an ungated read, say) cannot speak for writegate. Blank, not deleted: as above.
+      proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
       if (r.wgStart !== undefined)
         metrics.observeUpstream(system.system.systemId, (performance.now() - r.wgStart) / 1000)
     })
@@ -159,7 +152,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (clientGone(req, res)) return
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
-    if (system.credential) delete req.headers[system.credential.header]
+    // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
+    // it skips that event for a request carrying `Expect`, which would go out without them.
+    if (system.credential) req.headers[system.credential.header] = system.credential.value
+    // The upstream learns which receipt authorised the write, so it can log or reconcile it.
+    if (receiptId) req.headers[RECEIPT_HEADER] = receiptId
     req.url = path
     const r = req as Forwarded
     r.wgSystem = system

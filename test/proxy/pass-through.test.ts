@@ -215,4 +215,27 @@ t.test('pass-through correctness', async (t) => {
     )
     t.equal(r.headers['keep-alive'], undefined)
   })
+
+  t.test(
+    'a write sent with Expect: 100-continue goes out with the injected credential and its receipt',
+    async (t) => {
+      // http-proxy skips its 'proxyReq' event for such a request: nothing may depend on it.
+      const r = await agentRequest(port, {
+        method: 'POST',
+        path: '/sys_billing/v1/verify',
+        headers: {
+          'content-type': 'application/json',
+          expect: '100-continue',
+          authorization: 'Bearer agent-own',
+        },
+        body: '{"a":1}',
+      })
+      t.equal(r.status, 200)
+      t.match(r.headers['x-writegate-receipt'], /^rcp_/)
+      const got = up.received.at(-1)
+      t.equal(got?.headers.authorization, 'Bearer up-secret', 'the injected credential, not the agent one')
+      t.equal(got?.headers['x-writegate-receipt'], r.headers['x-writegate-receipt'])
+      t.equal(got?.body.toString(), '{"a":1}')
+    },
+  )
 })
