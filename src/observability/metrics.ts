@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Registry } from 'prom-client'
 import type { GateEvents } from '../gate/gate-events.js'
+import { HotCounter, HotHistogram } from './hot-path-metrics.js'
 
 /**
  * The one module that turns what the gate, the proxy and the drain report into
@@ -27,31 +28,31 @@ const DECIDE_BUCKETS = [0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0
 export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Metrics {
   const registry = new Registry()
   registry.setDefaultLabels({ component: role })
-  const decisions = new Counter({
-    name: 'writegate_decisions_total',
-    help: 'Committed decisions',
-    labelNames: ['decision', 'verb', 'system'],
-    registers: [registry],
-  })
-  const decide = new Histogram({
-    name: 'writegate_decision_duration_seconds',
-    help: 'In-process decision time (core evaluation only)',
-    buckets: DECIDE_BUCKETS,
-    registers: [registry],
-  })
-  const gate = new Histogram({
-    name: 'writegate_gate_duration_seconds',
-    help: 'End-to-end gate time: request in to decision committed',
-    buckets: LATENCY_BUCKETS,
-    registers: [registry],
-  })
-  const upstream = new Histogram({
-    name: 'writegate_upstream_duration_seconds',
-    help: 'Upstream response time after ALLOW',
-    labelNames: ['system'],
-    buckets: LATENCY_BUCKETS,
-    registers: [registry],
-  })
+  // Touched on every gated request: the hot-path kinds (see hot-path-metrics.ts).
+  const decisions = new HotCounter(registry, 'writegate_decisions_total', 'Committed decisions', [
+    'decision',
+    'verb',
+    'system',
+  ])
+  const decide = new HotHistogram(
+    registry,
+    'writegate_decision_duration_seconds',
+    'In-process decision time (core evaluation only)',
+    DECIDE_BUCKETS,
+  )
+  const gate = new HotHistogram(
+    registry,
+    'writegate_gate_duration_seconds',
+    'End-to-end gate time: request in to decision committed',
+    LATENCY_BUCKETS,
+  )
+  const upstream = new HotHistogram(
+    registry,
+    'writegate_upstream_duration_seconds',
+    'Upstream response time after ALLOW',
+    LATENCY_BUCKETS,
+    'system',
+  )
   const failClosed = new Counter({
     name: 'writegate_fail_closed_total',
     help: 'Decisions refused because the gate could not decide',
@@ -98,7 +99,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     registry,
     gateEvents: {
       decided(e) {
-        decisions.inc({ decision: e.decision, verb: e.verb, system: e.system ?? '' })
+        decisions.inc(e.decision, e.verb, e.system ?? '')
         decide.observe(e.decideSeconds)
       },
       commitRetried() {
@@ -109,7 +110,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
       },
     },
     observeGate: (s) => gate.observe(s),
-    observeUpstream: (system, s) => upstream.observe({ system }, s),
+    observeUpstream: (system, s) => upstream.observe(s, system),
     watchSnapshots(read, nowMs) {
       snapshots = read
       clock = nowMs
