@@ -68,6 +68,29 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     keyIndex: (hash: string) => `${p}key:{${hash}}`,
     dirty: `${p}dirty`,
   }
+  /** A tenant's fixed keys, built once: every commit names three of them. */
+  interface TenantKeys {
+    ver: string
+    noQuota: string
+    stream: string
+    /** The last quota key built, which the next commit for the same key and month reuses. */
+    quota: { keyId: string; period: string; key: string } | null
+  }
+  const tenantKeys = new Map<string, TenantKeys>()
+  const keysOf = (t: string): TenantKeys => {
+    let tk = tenantKeys.get(t)
+    if (!tk) {
+      tk = { ver: k.ver(t), noQuota: k.noQuota(t), stream: k.stream(t), quota: null }
+      tenantKeys.set(t, tk)
+    }
+    return tk
+  }
+  const quotaKey = (t: string, tk: TenantKeys, keyId: string, period: string): string => {
+    const q = tk.quota
+    if (q && q.keyId === keyId && q.period === period) return q.key
+    tk.quota = { keyId, period, key: k.quota(t, keyId, period) }
+    return tk.quota.key
+  }
   const channels = { invalidate: `${p}invalidate`, queued: `${p}queued` }
   const invalidationListeners = new Set<InvalidationListener>()
   const queuedListeners = new Set<() => void>()
@@ -202,27 +225,31 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
 
     async commit(req): Promise<CommitResult> {
       const t = req.tenantId
-      const now = opts.nowSeconds()
       const cands = req.grantCandidates
+      const tk = keysOf(t)
       const keys = [
-        k.ver(t),
-        req.quota ? k.quota(t, req.quota.keyId, req.quota.period) : k.noQuota(t),
-        k.stream(t),
-        ...cands.map((c) => k.grant(t, c.grantId)),
+        tk.ver,
+        req.quota ? quotaKey(t, tk, req.quota.keyId, req.quota.period) : tk.noQuota,
+        tk.stream,
       ]
       const args: (string | number)[] = [
         String(req.version),
         req.quota ? req.quota.limit : -1,
         QUOTA_TTL_SECONDS,
-        cands.length,
-        ...cands.map((c) => Math.max(60, c.expiresAt - now + GRANT_MARKER_GRACE_SECONDS)),
-        ...cands.map((c) => c.grantId),
-        req.durable ? JSON.stringify(req.durable.otherwise) : '',
-        ...cands.map((_, i) => {
-          const p = req.durable?.ifGranted?.[i]
-          return p ? JSON.stringify(p) : ''
-        }),
       ]
+      args.push(cands.length)
+      // Most commits offer no grant: no per-candidate arrays are built for them.
+      if (cands.length > 0) {
+        const now = opts.nowSeconds()
+        for (const c of cands) keys.push(k.grant(t, c.grantId))
+        for (const c of cands) args.push(Math.max(60, c.expiresAt - now + GRANT_MARKER_GRACE_SECONDS))
+        for (const c of cands) args.push(c.grantId)
+      }
+      args.push(req.durable ? JSON.stringify(req.durable.otherwise) : '')
+      for (let i = 0; i < cands.length; i++) {
+        const p = req.durable?.ifGranted?.[i]
+        args.push(p ? JSON.stringify(p) : '')
+      }
       const res = await batcher.commit(t, { keys, args })
       if (res[0] === 'stale') return { status: 'stale', currentVersion: res[1] ? Number(res[1]) : null }
       if (res[0] === 'quota')
