@@ -237,7 +237,7 @@ export const ERRORS = {
     'upstream_timeout',
     504,
     'upstream timed out',
-    'gate-proxy: the write was authorised and forwarded, but the upstream stayed silent for proxy.upstreamTimeoutMs before its response headers.',
+    'gate-proxy: the write was authorised and forwarded, but the upstream connection stayed silent for proxy.upstreamTimeoutMs (connecting, or before its response headers).',
   ),
   actionNotFound: def(
     'action_not_found',

@@ -25,6 +25,7 @@ import { NOT_ENROLLED, resolveTarget } from './request-target.js'
 import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 import { enrolledFor } from './system-tenancy.js'
+import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
 
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
@@ -47,7 +48,6 @@ export interface GateProxyDeps {
   logger: Logger
   metrics: Metrics
   environment: Environment | null
-  upstreamTimeoutMs: number
   maxStagedBodyBytes: number
 }
 
@@ -118,13 +118,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       agent: system.agent,
       xfwd: false,
       changeOrigin: true,
-      proxyTimeout: deps.upstreamTimeoutMs,
+      // No proxyTimeout: the system's agent cuts a silent upstream (upstream-agent.ts).
       followRedirects: false,
     })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
     proxy.on('proxyRes', (proxyRes, req, res) => {
       const r = req as Forwarded
-      // An upstream response cut short (proxyTimeout on a stalled body, a reset) must cut the
+      // An upstream response cut short (a body silent past the timeout, a reset) must cut the
       // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed) res.destroy()
@@ -163,11 +163,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
     const onError = (err: Error) => {
-      // http-proxy reports its own proxyTimeout as a reset socket; the elapsed time tells them apart.
-      const elapsed = performance.now() - (r.wgStart ?? 0)
-      const timedOut =
-        elapsed >= deps.upstreamTimeoutMs - 25 ||
-        /ETIMEDOUT/.test(String((err as NodeJS.ErrnoException)?.code))
+      const code = (err as NodeJS.ErrnoException)?.code
+      const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
       if (clientGone(req, res)) return clientWentAway(req)
       logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
       if (!res.headersSent) {

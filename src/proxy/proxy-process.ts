@@ -38,7 +38,7 @@ function routeTableFrom(settings: Settings, env: NodeJS.ProcessEnv): RouteTable 
   const systems = file
     ? loadSystemsFile(file, 'proxy.routesFile (WRITEGATE_ROUTES_FILE)')
     : { systems: [], passthrough: [] }
-  return new RouteTable(systems, env)
+  return new RouteTable(systems, env, { upstreamTimeoutMs: settings.proxy.upstreamTimeoutMs })
 }
 
 /**
@@ -82,7 +82,6 @@ export async function startProxy(
     logger: parts.logger,
     metrics: parts.metrics,
     environment: settings.proxy.environment ?? null,
-    upstreamTimeoutMs: settings.proxy.upstreamTimeoutMs,
     maxStagedBodyBytes: settings.proxy.maxStagedBodyBytes,
   })
   const port = await proxy.listen(settings.proxy.port, settings.proxy.host)

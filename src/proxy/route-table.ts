@@ -1,15 +1,15 @@
-import { Agent as HttpAgent } from 'node:http'
-import { Agent as HttpsAgent } from 'node:https'
+import type { Agent as HttpAgent } from 'node:http'
 import { type EnrolledSystem, readCredential, type SystemsFile } from '../config/systems.js'
 import { compileRoutes, type RouteMatch, type RouteMatcher } from '../systems/route-matcher.js'
 import { enrolledFor } from './system-tenancy.js'
+import { createUpstreamAgent } from './upstream-agent.js'
 
 export interface ProxySystem {
   readonly system: EnrolledSystem
   readonly origin: URL
   /** The header and value writegate injects; null when the system takes none. */
   readonly credential: { header: string; value: string } | null
-  /** Keep-alive connections to the one upstream origin. */
+  /** Keep-alive connections to the one upstream origin, cut after `upstreamTimeoutMs` of silence. */
   readonly agent: HttpAgent
   /** The same matcher /v1/check uses, so both map a request to one verb. */
   readonly routes: RouteMatcher
@@ -29,17 +29,16 @@ export class RouteTable {
   private readonly byHost = new Map<string, ProxySystem[]>()
   readonly passthrough: ReadonlySet<string>
 
-  constructor(file: SystemsFile, env: NodeJS.ProcessEnv = process.env) {
+  constructor(file: SystemsFile, env: NodeJS.ProcessEnv, opts: { upstreamTimeoutMs: number }) {
     for (const system of file.systems) {
       const origin = new URL(system.upstream)
-      const agentOpts = { keepAlive: true, maxSockets: 256, maxFreeSockets: 64, scheduling: 'lifo' as const }
       const entry: ProxySystem = {
         system,
         origin,
         credential: system.credential
           ? { header: system.credential.header.toLowerCase(), value: readCredential(system.credential, env) }
           : null,
-        agent: origin.protocol === 'https:' ? new HttpsAgent(agentOpts) : new HttpAgent(agentOpts),
+        agent: createUpstreamAgent(origin, opts.upstreamTimeoutMs),
         routes: compileRoutes(system.routes),
       }
       this.byId.set(system.systemId, entry)

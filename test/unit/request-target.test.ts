@@ -4,18 +4,22 @@ import { ERRORS } from '../../src/core/errors.js'
 import { NOT_ENROLLED, resolveTarget } from '../../src/proxy/request-target.js'
 import { RouteTable } from '../../src/proxy/route-table.js'
 
-const table = new RouteTable({
-  passthrough: [],
-  systems: [
-    {
-      systemId: 'sys_ours',
-      upstream: 'http://upstream.test:8080',
-      reads: 'pass',
-      routes: [{ method: 'POST', path: '/v1/verify', verb: 'verify' }],
-      tools: [],
-    },
-  ],
-} as never)
+const table = new RouteTable(
+  {
+    passthrough: [],
+    systems: [
+      {
+        systemId: 'sys_ours',
+        upstream: 'http://upstream.test:8080',
+        reads: 'pass',
+        routes: [{ method: 'POST', path: '/v1/verify', verb: 'verify' }],
+        tools: [],
+      },
+    ],
+  } as never,
+  {},
+  { upstreamTimeoutMs: 30_000 },
+)
 t.teardown(() => {
   for (const s of table.systems()) s.agent.destroy()
 })

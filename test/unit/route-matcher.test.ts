@@ -56,7 +56,7 @@ t.test(
 )
 
 t.test('the proxy and /v1/check map every request identically', async (t) => {
-  const table = new RouteTable(file, {})
+  const table = new RouteTable(file, {}, { upstreamTimeoutMs: 30_000 })
   const system = table.system('sys_gh')
   if (!system) throw new Error('sys_gh not in the route table')
   const matcher = compileRoutes(file.systems[0]?.routes ?? [])
