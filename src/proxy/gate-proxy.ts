@@ -78,7 +78,27 @@ function encodeBody(body: Buffer | null): EncodedBody {
 }
 
 /** What the proxy keeps on an agent's request while forwarding it, for its event handlers. */
-type Forwarded = IncomingMessage & { wgReceipt?: string; wgStart?: number; wgSystem?: ProxySystem }
+type Forwarded = IncomingMessage & {
+  wgReceipt?: string
+  wgStart?: number
+  wgSystem?: ProxySystem
+  wgContinued?: boolean
+}
+
+/**
+ * An agent that sent `Expect: 100-continue` (the server hands those to us undecided) gets its
+ * 100 only once its body is wanted: forwarded, or read to stage it. A write refused first is
+ * answered without it, and the body it held back is never uploaded.
+ */
+function continueIfExpected(req: IncomingMessage, res: ServerResponse): void {
+  const r = req as Forwarded
+  if (r.wgContinued || res.headersSent) return
+  const expect = req.headers.expect
+  if (typeof expect === 'string' && expect.toLowerCase().includes('100-continue')) {
+    r.wgContinued = true
+    res.writeContinue()
+  }
+}
 
 interface Gated {
   system: ProxySystem
@@ -150,6 +170,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   ): void {
     // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
     if (clientGone(req, res)) return
+    continueIfExpected(req, res)
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
@@ -274,6 +295,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     const prediction = await gate.predict(gateReq)
     if (prediction?.evaluation.kind === 'decided' && prediction.evaluation.outcome.decision === 'STEP_UP') {
       try {
+        continueIfExpected(req, res)
         body = await readBody(req, deps.maxStagedBodyBytes)
       } catch (err) {
         if (err instanceof BodyTooLarge) {
@@ -511,7 +533,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     socket.once('close', () => upstream.destroy())
   }
 
-  const server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'proxy request failed')
       if (req.socket.destroyed) return // no one to tell
@@ -522,7 +544,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         { connection: 'close' },
       )
     })
-  })
+  }
+  const server = createServer(onRequest)
+  // Expect: 100-continue is answered by the proxy once it wants the body (continueIfExpected).
+  server.on('checkContinue', onRequest)
   server.on('connect', onConnect)
   server.on('clientError', (_err, socket) => {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n')

@@ -50,6 +50,48 @@ export function agentRequest(
 }
 
 /**
+ * POSTs `body` with `Expect: 100-continue`, holding the body back until the proxy answers
+ * 100 Continue (as curl and most clients do): tells whether it was asked for, and sent.
+ */
+export function agentRequestExpectingContinue(
+  port: number,
+  path: string,
+  body: string,
+): Promise<{ status: number; continued: boolean; sentBody: boolean; reply: string }> {
+  return new Promise((resolve, reject) => {
+    let continued = false
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        headers: {
+          'content-type': 'application/json',
+          expect: '100-continue',
+          'content-length': body.length,
+        },
+        agent: false,
+      },
+      (res) => {
+        let reply = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => {
+          reply += c
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, continued, sentBody: continued, reply }))
+      },
+    )
+    req.on('continue', () => {
+      continued = true
+      req.end(body)
+    })
+    req.on('error', reject)
+    req.flushHeaders()
+  })
+}
+
+/**
  * An embedded proxy over a test control plane's in-memory hot store and gate. With a null
  * `routesFile` it falls back to `systemsFile`, as `npm start` does with the control plane's.
  */

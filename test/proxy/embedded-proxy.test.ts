@@ -1,7 +1,7 @@
 import { request } from 'node:http'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
-import { agentRequest } from '../helpers/proxy.js'
+import { agentRequest, agentRequestExpectingContinue } from '../helpers/proxy.js'
 
 t.test('gate-proxy in the single-process default', async (t) => {
   const { upstream, api, cp, tenant: o, agent, port } = await startBillingProxy(t)
@@ -111,6 +111,25 @@ t.test('gate-proxy in the single-process default', async (t) => {
     >`select body from receipts where tenant_id = ${o.tenantId} and kind = 'ACTION_STAGED'`
     t.equal(staged.length, 1)
     t.notMatch(staged[0]!.body, /ch_1/, 'the audit log keeps a digest, not the body')
+  })
+
+  t.test('STEP_UP with Expect: 100-continue: the proxy asks for the body, and stages it', async (t) => {
+    const before = upstream.received.length
+    const r = await agentRequestExpectingContinue(
+      port,
+      '/sys_billing/v1/refunds',
+      '{"charge":"ch_2","amount":7}',
+    )
+    t.match(r, { status: 428, continued: true, sentBody: true })
+    t.equal(upstream.received.length, before)
+    const { actionId } = JSON.parse(r.reply)
+    const actions = await cp.database.sql<
+      { params: Record<string, string> }[]
+    >`select params from pending_actions where id = ${actionId}`
+    t.equal(
+      Buffer.from(actions[0]!.params.body as string, 'base64').toString(),
+      '{"charge":"ch_2","amount":7}',
+    )
   })
 
   t.test('reads pass ungated; unmapped writes and gated reads are refused', async (t) => {

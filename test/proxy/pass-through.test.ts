@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { request } from 'node:http'
 import t from 'tap'
 import { startFleet } from '../helpers/fleet.js'
-import { agentRequest } from '../helpers/proxy.js'
+import { agentRequest, agentRequestExpectingContinue } from '../helpers/proxy.js'
 
 /** Guarantee 5: an ALLOWed write passes through faithfully, with real Redis, Postgres and upstream. */
 t.test('pass-through correctness', async (t) => {
@@ -238,4 +238,22 @@ t.test('pass-through correctness', async (t) => {
       t.equal(got?.body.toString(), '{"a":1}')
     },
   )
+
+  t.test(
+    'Expect: 100-continue is answered once the write is allowed, and the body then goes upstream',
+    async (t) => {
+      const before = up.received.length
+      const r = await agentRequestExpectingContinue(port, '/sys_billing/v1/verify', '{"held":true}')
+      t.match(r, { status: 200, continued: true, sentBody: true })
+      t.equal(up.received.length, before + 1)
+      t.equal(up.received.at(-1)?.body.toString(), '{"held":true}')
+    },
+  )
+
+  t.test('a write refused before its body is wanted gets no 100 Continue and never uploads it', async (t) => {
+    const before = up.received.length
+    const r = await agentRequestExpectingContinue(port, '/sys_billing/v1/not-a-route', '{"held":true}')
+    t.match(r, { status: 403, continued: false, sentBody: false })
+    t.equal(up.received.length, before, 'the upstream was not contacted')
+  })
 })
