@@ -94,7 +94,12 @@ function continueIfExpected(req: IncomingMessage, res: ServerResponse): void {
   const r = req as Forwarded
   if (r.wgContinued || res.headersSent) return
   const expect = req.headers.expect
-  if (typeof expect === 'string' && expect.toLowerCase().includes('100-continue')) {
+  // As Node's server: an interim 100 is HTTP/1.1's; an HTTP/1.0 client is not waiting for one.
+  if (
+    req.httpVersion === '1.1' &&
+    typeof expect === 'string' &&
+    expect.toLowerCase().includes('100-continue')
+  ) {
     r.wgContinued = true
     res.writeContinue()
   }

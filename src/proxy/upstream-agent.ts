@@ -48,26 +48,14 @@ export function createUpstreamAgent(origin: URL, silenceMs: number): HttpAgent {
     socket.unref()
     return true
   }
-  if (origin.protocol === 'https:') {
-    return new (class extends HttpsAgent {
-      override createConnection(...args: Parameters<HttpsAgent['createConnection']>) {
-        const socket = super.createConnection(...args)
-        cutWhenSilent(socket)
-        return socket
-      }
-      override keepSocketAlive(socket: Duplex) {
-        return keepSocketAlive(socket)
-      }
-    })(POOL)
+  const agent = origin.protocol === 'https:' ? new HttpsAgent(POOL) : new HttpAgent(POOL)
+  // Both are documented as overridable; the agent calls them as its own methods.
+  const open = agent.createConnection.bind(agent)
+  agent.createConnection = (...args) => {
+    const socket = open(...args)
+    cutWhenSilent(socket)
+    return socket
   }
-  return new (class extends HttpAgent {
-    override createConnection(...args: Parameters<HttpAgent['createConnection']>) {
-      const socket = super.createConnection(...args)
-      cutWhenSilent(socket)
-      return socket
-    }
-    override keepSocketAlive(socket: Duplex) {
-      return keepSocketAlive(socket)
-    }
-  })(POOL)
+  agent.keepSocketAlive = keepSocketAlive
+  return agent
 }

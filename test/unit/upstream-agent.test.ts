@@ -1,75 +1,81 @@
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { type Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
+import { createServer as createTlsServer, request as tlsRequest } from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { createUpstreamAgent, UPSTREAM_TIMEOUT_CODE } from '../../src/proxy/upstream-agent.js'
+import { selfSigned } from '../helpers/self-signed.js'
 
 const SILENCE_MS = 150
+const tls = selfSigned('upstream-agent')
+const readKey = () => readFileSync(tls.key, 'utf8')
 
-async function upstream(t: Test, handler: (req: IncomingMessage, res: ServerResponse) => void) {
-  const server = createServer(handler)
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  t.teardown(() => {
-    server.closeAllConnections()
-    server.close()
-  })
-  return new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
-}
+for (const scheme of ['http', 'https'] as const) {
+  async function upstream(t: Test, handler: (req: IncomingMessage, res: ServerResponse) => void) {
+    const server =
+      scheme === 'https' ? createTlsServer({ cert: tls.pem, key: readKey() }, handler) : createServer(handler)
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    t.teardown(() => {
+      server.closeAllConnections()
+      server.close()
+    })
+    return new URL(`${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`)
+  }
 
-function send(origin: URL, agent: Agent) {
-  return new Promise<{ status: number; socket: Socket }>((resolve, reject) => {
-    const req = request(
-      { host: origin.hostname, port: origin.port, path: '/', method: 'POST', agent },
-      (res) => {
+  function send(origin: URL, agent: Agent) {
+    return new Promise<{ status: number; socket: Socket }>((resolve, reject) => {
+      const opts = { host: origin.hostname, port: origin.port, path: '/', method: 'POST', agent, ca: tls.pem }
+      const req = (scheme === 'https' ? tlsRequest : request)(opts, (res) => {
         res.resume()
         res.on('end', () => resolve({ status: res.statusCode ?? 0, socket: req.socket as Socket }))
-      },
+      })
+      req.on('error', reject)
+      req.end('{}')
+    })
+  }
+
+  t.test(`${scheme}: an upstream that stays silent fails the request with UPSTREAM_TIMEOUT`, async (t) => {
+    const origin = await upstream(t, () => {}) // never answers
+    const agent = createUpstreamAgent(origin, SILENCE_MS)
+    t.teardown(() => agent.destroy())
+    const err = await send(origin, agent).then(
+      () => null,
+      (e: NodeJS.ErrnoException) => e,
     )
-    req.on('error', reject)
-    req.end('{}')
+    t.equal(err?.code, UPSTREAM_TIMEOUT_CODE)
+  })
+
+  t.test(`${scheme}: a connection is reused, and its timer armed once, not once per request`, async (t) => {
+    const origin = await upstream(t, (_req, res) => res.end('ok'))
+    const agent = createUpstreamAgent(origin, 60_000)
+    t.teardown(() => agent.destroy())
+    const first = await send(origin, agent)
+    const socket = first.socket
+    let rearmed = 0
+    const setTimeout = socket.setTimeout.bind(socket)
+    socket.setTimeout = (...args: Parameters<Socket['setTimeout']>) => {
+      rearmed++
+      return setTimeout(...args)
+    }
+    for (let i = 0; i < 10; i++) {
+      const r = await send(origin, agent)
+      t.equal(r.socket, socket, 'the same keep-alive connection')
+    }
+    t.equal(rearmed, 0, 'no request re-armed or cleared the timer')
+    t.equal(socket.timeout, 60_000, 'the socket keeps its silence timeout between requests')
+  })
+
+  t.test(`${scheme}: a connection idle in the pool past the timeout is closed`, async (t) => {
+    const origin = await upstream(t, (_req, res) => res.end('ok'))
+    const agent = createUpstreamAgent(origin, SILENCE_MS)
+    t.teardown(() => agent.destroy())
+    const { status, socket } = await send(origin, agent)
+    t.equal(status, 200)
+    await new Promise((r) => setTimeout(r, SILENCE_MS * 3))
+    t.ok(socket.destroyed, 'closed while idle')
+    t.same(Object.keys(agent.freeSockets), [], 'and gone from the pool')
+    t.equal((await send(origin, agent)).status, 200, 'the next request opens a new one')
   })
 }
-
-t.test('an upstream that stays silent fails the request with UPSTREAM_TIMEOUT', async (t) => {
-  const origin = await upstream(t, () => {}) // never answers
-  const agent = createUpstreamAgent(origin, SILENCE_MS)
-  t.teardown(() => agent.destroy())
-  const err = await send(origin, agent).then(
-    () => null,
-    (e: NodeJS.ErrnoException) => e,
-  )
-  t.equal(err?.code, UPSTREAM_TIMEOUT_CODE)
-})
-
-t.test('a connection is reused, and its timer armed once, not once per request', async (t) => {
-  const origin = await upstream(t, (_req, res) => res.end('ok'))
-  const agent = createUpstreamAgent(origin, 60_000)
-  t.teardown(() => agent.destroy())
-  const first = await send(origin, agent)
-  const socket = first.socket
-  let rearmed = 0
-  const setTimeout = socket.setTimeout.bind(socket)
-  socket.setTimeout = (...args: Parameters<Socket['setTimeout']>) => {
-    rearmed++
-    return setTimeout(...args)
-  }
-  for (let i = 0; i < 10; i++) {
-    const r = await send(origin, agent)
-    t.equal(r.socket, socket, 'the same keep-alive connection')
-  }
-  t.equal(rearmed, 0, 'no request re-armed or cleared the timer')
-  t.equal(socket.timeout, 60_000, 'the socket keeps its silence timeout between requests')
-})
-
-t.test('a connection idle in the pool past the timeout is closed', async (t) => {
-  const origin = await upstream(t, (_req, res) => res.end('ok'))
-  const agent = createUpstreamAgent(origin, SILENCE_MS)
-  t.teardown(() => agent.destroy())
-  const { status, socket } = await send(origin, agent)
-  t.equal(status, 200)
-  await new Promise((r) => setTimeout(r, SILENCE_MS * 3))
-  t.ok(socket.destroyed, 'closed while idle')
-  t.same(Object.keys(agent.freeSockets), [], 'and gone from the pool')
-  t.equal((await send(origin, agent)).status, 200, 'the next request opens a new one')
-})
