@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs'
 import { ConfigError, loadSettings } from '../config/load.js'
+import { migrateConfiguredDatabase, openConfiguredDatabase } from '../control/control-plane.js'
 import { nowSeconds, systemClock } from '../core/clock.js'
 import { parseEd25519PublicKey } from '../core/ed25519.js'
 import { ManifestFileError, parseSignedManifest } from '../manifests/manifest-file.js'
-import { migrate } from '../store/migrate.js'
-import { databaseTarget, openDatabase } from '../store/postgres/connect.js'
+import { databaseTarget } from '../store/postgres/connect.js'
 import { createManifestStore } from '../store/postgres/manifest-store.js'
 import { createTenantStore } from '../store/postgres/tenant-store.js'
 
@@ -15,11 +15,7 @@ const SETTING = 'manifests.scannerPublicKeyFile (WRITEGATE_SCANNER_PUBLIC_KEY_FI
  * configured key, then stores the entries. A bad signature, a bad shape or an unknown
  * tenant stores nothing. Throws with a one-line message.
  */
-export async function manifestsImportCommand(
-  file: string | undefined,
-  out: (s: string) => void,
-): Promise<void> {
-  if (!file) throw new Error('manifests import needs a file: writegate manifests import <file>')
+export async function manifestsImportCommand(file: string, out: (s: string) => void): Promise<void> {
   const settings = loadSettings()
   const keyFile = settings.manifests.scannerPublicKeyFile
   if (!keyFile) throw new ConfigError(`invalid setting ${SETTING}: required to import manifests`)
@@ -46,9 +42,10 @@ export async function manifestsImportCommand(
       throw new Error(`refused ${file}: ${err.message}; nothing was imported`)
     throw err
   }
-  const db = await openDatabase(databaseTarget(settings.database.url, settings.dataDir, 1))
+  const target = databaseTarget(settings.database.url, settings.dataDir, 1)
+  const db = await openConfiguredDatabase(target)
   try {
-    await migrate(db.sql)
+    await migrateConfiguredDatabase(db, target)
     if (!(await createTenantStore(db.sql).get(manifest.tenantId))) {
       throw new Error(`refused ${file}: unknown tenant ${manifest.tenantId}; nothing was imported`)
     }

@@ -68,24 +68,8 @@ export interface VerifyCommandIo {
   stderrIsTty: boolean
 }
 
-/** Exit code: 0 valid, 1 invalid (one line saying why), 2 cannot run (bad arguments, unreadable file). */
-export async function verifyCommand(args: string[], io: VerifyCommandIo): Promise<number> {
-  let file: string | undefined
-  let keyFile: string | undefined
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i] as string
-    if (a === '--public-key') keyFile = args[++i]
-    else if (a.startsWith('--public-key=')) keyFile = a.slice('--public-key='.length)
-    else if (file === undefined && !a.startsWith('--')) file = a
-    else {
-      io.stderr(`writegate: verify: unexpected argument ${a}\n`)
-      return 2
-    }
-  }
-  if (!file || !keyFile) {
-    io.stderr('writegate: usage: writegate verify <export.jsonl> --public-key <file>\n')
-    return 2
-  }
+/** Exit code: 0 valid, 1 invalid (one line saying why), 2 cannot run (unreadable file or key). */
+export async function verifyCommand(file: string, keyFile: string, io: VerifyCommandIo): Promise<number> {
   let publicKey: ReturnType<typeof parseEd25519PublicKey>
   let size: number
   try {

@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http'
 
 export class BodyTooLarge extends Error {}
+/** The client went away (a reset, a close) before its whole body arrived. */
+export class BodyAborted extends Error {}
 
 /**
  * Reads a request body into memory, refusing anything over `limit` bytes (declared or
@@ -8,6 +10,11 @@ export class BodyTooLarge extends Error {}
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    // A request that went away before we got to it neither ends nor fails again.
+    if (req.destroyed && !req.complete) {
+      reject(new BodyAborted('request closed before its body was read'))
+      return
+    }
     const declared = Number(req.headers['content-length'])
     if (Number.isFinite(declared) && declared > limit) {
       reject(new BodyTooLarge())
@@ -27,5 +34,8 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     })
     req.once('end', () => resolve(Buffer.concat(chunks)))
     req.once('error', reject)
+    req.once('close', () => {
+      if (!req.complete) reject(new BodyAborted('request closed before its body was read'))
+    })
   })
 }

@@ -6,10 +6,11 @@ import { isStorableString, unstorableJson } from './storable-json.js'
 /**
  * JSON bodies, parsed with prototype-poisoning protection. An empty body is accepted
  * as "no body", so clients that always send Content-Type: application/json can call
- * the endpoints that take none.
+ * the endpoints that take none. JSON is the only parser: a body of any other type
+ * (text/plain included, which fastify parses by default) is 415 unsupported_media_type.
  */
 export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
-  app.removeContentTypeParser(['application/json'])
+  app.removeAllContentTypeParsers()
   app.addContentTypeParser(
     /^application\/([\w.+-]+\+)?json(\s*;.*)?$/i,
     { parseAs: 'string', bodyLimit },

@@ -1,0 +1,45 @@
+import { ConfigError, describeSetting } from './load.js'
+
+/** The settings sections that choose a listening address. */
+export type Listener = 'server' | 'proxy' | 'metrics' | 'injector'
+
+/**
+ * Why a server could not listen, blamed on the setting that chose its address: a port in use
+ * on `<listener>.port`, an address this machine does not have on `<listener>.host`. Each
+ * process opens several listeners, so the message must name the one that failed.
+ */
+export function listenError(listener: Listener, host: string, port: number, err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code
+  const at = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+  switch (code) {
+    case 'EADDRINUSE':
+      return new ConfigError(`invalid setting ${describeSetting([listener, 'port'])}: ${at} is in use`)
+    case 'EACCES':
+      return new ConfigError(
+        `invalid setting ${describeSetting([listener, 'port'])}: ${at}: permission denied (ports below 1024 need privileges)`,
+      )
+    case 'EADDRNOTAVAIL':
+    case 'EAFNOSUPPORT':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new ConfigError(
+        `invalid setting ${describeSetting([listener, 'host'])}: cannot listen on ${host}: not an address of this machine (${code})`,
+      )
+    default:
+      return err
+  }
+}
+
+/** Runs `listen`, turning its failure into {@link listenError}. */
+export async function listenAs<T>(
+  listener: Listener,
+  host: string,
+  port: number,
+  listen: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await listen()
+  } catch (err) {
+    throw listenError(listener, host, port, err)
+  }
+}

@@ -1,0 +1,103 @@
+import { type Server as HttpServer, STATUS_CODES } from 'node:http'
+import { Server as HttpsServer } from 'node:https'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import type { TLSSocket } from 'node:tls'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
+import type { Logger } from '../observability/logger.js'
+
+/**
+ * How long a connection we are closing stays open after its answer, reading and dropping what
+ * the client still sends. Closing a socket with unread bytes makes the kernel send a reset,
+ * which can destroy the answer before the client reads it.
+ */
+const LINGER_MS = 1000
+
+/** Sockets whose client error was answered: Node reports the same parse error once per chunk. */
+const answered = new WeakSet<Duplex>()
+
+/** A JSON HTTP/1.1 answer to write straight to a socket, where there is no response object. */
+export function rawJsonAnswer(status: number, body: Record<string, unknown>): string {
+  const text = JSON.stringify(body)
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+    'content-type: application/json\r\n' +
+    `content-length: ${Buffer.byteLength(text)}\r\n` +
+    'cache-control: no-store\r\n' +
+    `connection: close\r\n\r\n${text}`
+  )
+}
+
+/**
+ * Writes a last answer and closes the connection without losing it: the write side ends at
+ * once, what the client still sends is dropped, and the socket goes when the client closes or
+ * after LINGER_MS. The caller must have an 'error' listener on the socket.
+ */
+export function endAndClose(socket: Duplex, answer: string): void {
+  socket.end(answer)
+  socket.resume()
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+  timer.unref()
+  socket.once('close', () => clearTimeout(timer))
+}
+
+function clientErrorDef(code: string | undefined): ErrorDef {
+  if (code === 'HPE_HEADER_OVERFLOW') return ERRORS.headersTooLarge
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return ERRORS.requestTimeout
+  return ERRORS.invalidRequest
+}
+
+/**
+ * Node's 'clientError': bytes that are no HTTP/1.1 request (a TLS or HTTP/2 preface, garbage,
+ * conflicting lengths), headers over the size limit, a request too slow to arrive, or a socket
+ * error outside a request. Answered in the registry's shape when there is still someone to
+ * answer and no response is under way on the connection; logged at debug, as the client's doing.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
+  if (answered.has(socket)) return
+  answered.add(socket)
+  logger.debug({ code: err.code }, 'client error')
+  // Node's own check: an answer already started on this connection must not be corrupted.
+  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } | null })._httpMessage
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    socket.destroy()
+    return
+  }
+  const def = clientErrorDef(err.code)
+  endAndClose(socket, rawJsonAnswer(def.status, { error: def.message, code: def.code }))
+}
+
+/**
+ * Makes a node:http or node:https server safe from whatever a client does:
+ *
+ * - every connection (and, over TLS, every TLS socket) has an 'error' listener for its whole
+ *   life. Node's own listener is removed when a socket is handed to a 'connect' or 'upgrade'
+ *   handler, and an 'error' event with no listener kills the process;
+ * - a request that cannot be parsed gets a JSON 400 (431 for oversize headers, 408 when too
+ *   slow) and its connection is closed (`answerClientError`), unless the framework answers
+ *   those itself (fastify: pass `clientErrors: false` and use its `clientErrorHandler`);
+ * - a failed TLS handshake (plain HTTP or garbage on an HTTPS port) closes its socket.
+ *
+ * Client failures are logged at debug: they are no failure of the server.
+ */
+export function guardServer<S extends HttpServer | HttpsServer>(
+  server: S,
+  logger: Logger,
+  opts: { clientErrors?: boolean } = {},
+): S {
+  const onSocketError = (err: NodeJS.ErrnoException) =>
+    logger.debug({ code: err.code }, 'client connection failed')
+  server.on('connection', (socket: Socket) => socket.on('error', onSocketError))
+  if (server instanceof HttpsServer) {
+    server.on('secureConnection', (socket: TLSSocket) => socket.on('error', onSocketError))
+    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
+      logger.debug({ code: err.code }, 'TLS handshake failed')
+      socket.destroy()
+    })
+  }
+  if (opts.clientErrors !== false)
+    server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) =>
+      answerClientError(err, socket, logger),
+    )
+  return server
+}
