@@ -35,6 +35,18 @@ export const ERRORS = {
     'unsupported content type',
     'Request bodies must be application/json.',
   ),
+  headersTooLarge: def(
+    'headers_too_large',
+    431,
+    'request headers too large',
+    'The request line and headers together are over 16 KiB.',
+  ),
+  requestTimeout: def(
+    'request_timeout',
+    408,
+    'request timed out',
+    "The request (its headers, or all of it) did not arrive within the port's time limit.",
+  ),
   notFound: def('not_found', 404, 'not found', 'No such route.'),
   internal: def(
     'internal_error',
@@ -276,12 +288,86 @@ export const ERRORS = {
     "The check's verb is not the verb the system's route (or the tool) maps this write to.",
   ),
 
+  // Enrolled systems (/v1/systems)
+  systemNotFound: def(
+    'system_not_found',
+    404,
+    'system not found',
+    "No live enrolled system with this id in the tenant (another tenant's included).",
+  ),
+  systemExists: def(
+    'system_exists',
+    409,
+    'system id already taken',
+    'The tenant has (or had: deleted ids are never reused) a system with this id.',
+  ),
+  versionConflict: def(
+    'version_conflict',
+    409,
+    'version conflict',
+    'ifVersion is not the current version: another change came first. Fetch the record and retry.',
+  ),
+  systemLimit: def(
+    'system_limit_reached',
+    409,
+    'enrolled system limit reached',
+    'A tenant may enrol 100 systems.',
+  ),
+  toolTaken: def(
+    'tool_taken',
+    409,
+    'tool name already used',
+    "Another of the tenant's systems defines a tool with this name (tools are called by name).",
+  ),
+  privateUpstream: def(
+    'private_upstream',
+    400,
+    'private upstream not allowed',
+    'The upstream is a loopback, private or link-local address and this installation does not allow those (systems.allowPrivateUpstreams).',
+  ),
+  credentialUnavailable: def(
+    'credential_unavailable',
+    503,
+    'upstream credential unavailable',
+    'The process serving this write cannot resolve the credential the system names (a variable or file it lacks, or one it is not allowed to read); nothing was sent.',
+  ),
+
   // gate-proxy's own refusals of a request before any decision (docs/proxy.md)
   notEnrolled: def(
     'not_enrolled',
     403,
     'not an enrolled system: writegate forwards only to enrolled upstreams',
     "gate-proxy serves no such system: it does not exist or is another tenant's, and the answer is the same.",
+  ),
+  tunnelRefused: def(
+    'tunnel_refused',
+    403,
+    'CONNECT tunnels are not gated and are refused for this host',
+    'gate-proxy: a CONNECT to a host not on the pass-through list (proxy.passthrough): a tunnel is opaque, so it would be ungated. The connection is then closed.',
+  ),
+  unmappedRoute: def(
+    'unmapped_route',
+    403,
+    'unmapped write',
+    'gate-proxy: no route of the system maps this write (or, on a system whose reads are gated, this read) to a verb, so it cannot be decided and is refused.',
+  ),
+  unmappedCall: def(
+    'unmapped_call',
+    403,
+    'unmapped call: no route of the system maps this tool call or mutation',
+    'gate-proxy: an MCP tool call or GraphQL mutation field no route of the system maps to a verb (or, on a system whose reads are gated, a read call). The whole request is refused.',
+  ),
+  unreadableCall: def(
+    'unreadable_call',
+    400,
+    'the gate cannot read this request',
+    'gate-proxy: an MCP or GraphQL request the gate cannot read fully (malformed JSON or JSON-RPC, a document that does not parse, a persisted query it cannot resolve, a mutation sent by GET) is refused rather than guessed at.',
+  ),
+  revoked: def(
+    'revoked',
+    403,
+    'revoked: this agent may not reach the upstream',
+    "gate-proxy: the proxy's key is revoked, disabled or on the sponsor's roster, so no request that would carry the injected credential is forwarded, reads included (`barred` says why).",
   ),
   methodOverride: def(
     'method_override',

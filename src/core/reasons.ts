@@ -19,6 +19,25 @@ export const REASONS = {
 
 export type Reason = keyof typeof REASONS
 
+/**
+ * Why a gated execution (`POST /v1/execute`, the write of an approved action) failed closed:
+ * the `reason` of its EXECUTE receipt with decision DENY, and of the `{ok: false}` answer. One
+ * registry with the decision reasons; docs/decisions.md documents each, and a test keeps the
+ * two in step.
+ */
+export const EXECUTE_REASONS = {
+  lease_unknown: "No such lease in the caller's tenant (another tenant's lease included).",
+  lease_used: "The lease (or the token's lease) was consumed already.",
+  lease_expired: 'The lease has expired.',
+  lease_mismatch: 'Method, path, body or system differ from what the lease is bound to.',
+  token_invalid: 'The ALLOW token is malformed, badly signed, of another tenant, expired or unbound.',
+  revoked: "The lease's key or the caller's key is revoked, disabled, deleted or on the sponsor's roster.",
+  gate_error: 'The hot store could not confirm standing, or the authorising transaction failed.',
+  credential_unavailable: "The process cannot resolve the system's credential reference; nothing was sent.",
+} as const
+
+export type ExecuteReason = keyof typeof EXECUTE_REASONS
+
 /** Where a decision came from (contract §3). */
 export type Provenance =
   | 'principal'

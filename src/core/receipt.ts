@@ -19,6 +19,10 @@ export const RECEIPT_KINDS = [
   // codes, badge tokens) are administrative changes, so they are on record too.
   'CREDENTIAL_ISSUED',
   'CREDENTIAL_REVOKED',
+  // Enrolled systems are decision state like policies: each change is on record.
+  'SYSTEM_CREATE',
+  'SYSTEM_UPDATE',
+  'SYSTEM_DELETE',
 ] as const
 
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number]

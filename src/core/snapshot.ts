@@ -1,6 +1,9 @@
+import type { SystemRecord } from './enrolled-system.js'
 import type { Evaluation } from './evaluate.js'
 import type { KeyScope } from './identity.js'
+import { compilePathPattern, type PathPattern } from './path-pattern.js'
 import type { PolicyLayer } from './policy-layers.js'
+import { compileRoutes, type RouteMatcher } from './route-matcher.js'
 import { type CustomVerb, type Environment, Vocabulary } from './verbs.js'
 
 export interface SnapshotPrincipal {
@@ -51,6 +54,26 @@ export interface TenantSnapshot {
   roster: Roster
   /** Live, unconsumed grants at build time (consumption itself is checked atomically at commit). */
   grants: SnapshotGrant[]
+  /** Enrolled systems, live ones only: which writes map to which verb is decision state too. */
+  systems: SystemRecord[]
+}
+
+/** A system with its route table compiled, once per version of the system. */
+export interface CompiledSystem {
+  readonly record: SystemRecord
+  readonly routes: RouteMatcher
+  /** An MCP or GraphQL system's endpoint, whose request bodies are read and each call mapped. */
+  readonly endpoint: PathPattern | null
+}
+
+/** A system's routes and endpoint, compiled. */
+export function compileSystem(record: SystemRecord): CompiledSystem {
+  const binding = record.kind === 'mcp' ? record.mcp : record.kind === 'graphql' ? record.graphql : undefined
+  return {
+    record,
+    routes: compileRoutes(record.routes),
+    endpoint: binding ? compilePathPattern(binding.endpoint) : null,
+  }
 }
 
 /** Entries `settled` holds; past it the oldest is dropped. */
@@ -71,8 +94,17 @@ export class CompiledSnapshot {
    * again. Owned by evaluate(); bounded, since keys and verbs come from callers.
    */
   readonly settled = new Map<string, Evaluation>()
+  private readonly systemsById: ReadonlyMap<string, CompiledSystem>
+  private byHost: Map<string, CompiledSystem[]> | undefined
 
-  constructor(readonly raw: TenantSnapshot) {
+  /**
+   * `previous` (the tenant's snapshot this one replaces) lends its compiled systems whose
+   * version did not change: most changes are to policies, not routes.
+   */
+  constructor(
+    readonly raw: TenantSnapshot,
+    previous?: CompiledSnapshot,
+  ) {
     this.vocab = new Vocabulary(raw.verbs)
     this.rosterPrincipals = new Set(raw.roster.principals)
     this.rosterKeys = new Set(raw.roster.keys)
@@ -85,6 +117,43 @@ export class CompiledSnapshot {
       byVerb.set(g.verb, list)
     }
     this.grantsByVerb = byVerb
+    const systems = new Map<string, CompiledSystem>()
+    for (const record of raw.systems ?? []) {
+      const before = previous?.system(record.systemId)
+      systems.set(
+        record.systemId,
+        before && before.record.version === record.version && before.record.updatedAt === record.updatedAt
+          ? before
+          : compileSystem(record),
+      )
+    }
+    this.systemsById = systems
+  }
+
+  /** The tenant's live system with this id; undefined for a missing one (another tenant's included). */
+  system(systemId: string): CompiledSystem | undefined {
+    return this.systemsById.get(systemId)
+  }
+
+  systems(): Iterable<CompiledSystem> {
+    return this.systemsById.values()
+  }
+
+  /** The tenant's systems whose upstream is on this host (lower case), in systemId order. */
+  systemsOnHost(hostname: string): readonly CompiledSystem[] {
+    if (!this.byHost) {
+      const byHost = new Map<string, CompiledSystem[]>()
+      for (const s of [...this.systemsById.values()].sort((a, b) =>
+        a.record.systemId < b.record.systemId ? -1 : 1,
+      )) {
+        const host = new URL(s.record.upstream).hostname.replace(/^\[|\]$/g, '').toLowerCase()
+        const list = byHost.get(host) ?? []
+        list.push(s)
+        byHost.set(host, list)
+      }
+      this.byHost = byHost
+    }
+    return this.byHost.get(hostname) ?? []
   }
 
   get tenantId(): string {

@@ -1,31 +1,41 @@
-import { createHash } from 'node:crypto'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import {
+  createServer,
+  type Agent as HttpAgent,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { Readable } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
-import { ACTION_TTL_SECONDS } from '../actions/action-stager.js'
-import { type Clock, nowSeconds } from '../core/clock.js'
-import { ERRORS } from '../core/errors.js'
-import type { Outcome } from '../core/evaluate.js'
-import { newId } from '../core/ids.js'
-import { draft, type ReceiptDraft } from '../core/receipt.js'
+import { stageHttpRequest } from '../actions/action-stager.js'
+import type { Clock } from '../core/clock.js'
+import type { SystemRecord } from '../core/enrolled-system.js'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { standingOf } from '../core/evaluate.js'
+import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
-import type { Gate, GateRequest } from '../gate/gate.js'
+import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
+import { httpAnswer, refusalAnswer } from '../gate/http-answer.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
+import { endAndClose, guardServer, rawJsonAnswer } from '../node-http/guarded-server.js'
 import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
-import type { PendingAction } from '../store/ports/decision-state.js'
-import type { DurablePayload, KeyRef } from '../store/ports/hot-store.js'
+import type { CallProtocol } from './call-protocol.js'
+import { createCallWrites } from './call-writes.js'
+import { graphqlProtocol } from './graphql-protocol.js'
 import { stripHopByHop } from './hop-by-hop.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
+import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
-import { NOT_ENROLLED, resolveTarget } from './request-target.js'
-import { isRead, type ProxySystem, type RouteTable } from './route-table.js'
-import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
-import { enrolledFor } from './system-tenancy.js'
+import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
+import { parseTarget } from './request-target.js'
+import type { SystemCredentials } from './system-credentials.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
+
+type WriteContext = Extract<ProxyContext, { kind: 'write' }>
 
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
@@ -39,49 +49,47 @@ const STRIPPED = ['authorization', GRANT_HEADER, RECEIPT_HEADER, ...OVERRIDE_HEA
 const CLOSE_GRACE_MS = 2000
 
 export interface GateProxyDeps {
-  table: RouteTable
-  gate: Gate
+  writes: GatedWrites
   snapshots: SnapshotCache
   /** Who the proxy acts as; null until its API key has been resolved. */
-  identity: () => KeyRef | null
+  identity: ProxyIdentity
+  /** Systems of a deprecated route table file, for the proxy's tenant. */
+  local: (tenantId: string) => LocalSystems
+  /** Hosts a CONNECT tunnel may reach, ungated. */
+  passthrough: ReadonlySet<string>
+  /** Keep-alive connections to an upstream origin. */
+  agentFor: (origin: URL) => HttpAgent
+  credentials: SystemCredentials
   clock: Clock
   logger: Logger
   metrics: Metrics
   environment: Environment | null
   maxStagedBodyBytes: number
+  /** MCP and GraphQL request bodies are read whole to be decided, up to this size. */
+  maxInspectedBodyBytes: number
+}
+
+export interface Readiness {
+  ready: boolean
+  /** Why not: `no_key`, `unknown_key`, `hot_store_unreachable`, `no_snapshot`, `no_systems`. */
+  reason?: string
+  /** Systems whose writes are refused with 503 credential_unavailable, and why. */
+  credentialsUnavailable?: { systemId: string; problem: string }[]
 }
 
 export interface GateProxy {
   readonly server: Server
   listen(port: number, host: string): Promise<number>
-  /** Ready once the proxy knows its key and holds its tenant's snapshot. */
-  ready(): Promise<boolean>
+  /** Ready once the proxy knows its key and holds its tenant's snapshot, which enrols a system. */
+  readiness(): Promise<Readiness>
   close(): Promise<void>
-}
-
-/** A staged body as the pending action and its receipt record it. */
-interface EncodedBody {
-  captured: boolean
-  base64: string
-  sha256: string
-  bytes: number
-}
-
-function encodeBody(body: Buffer | null): EncodedBody {
-  const bytes = body ?? Buffer.alloc(0)
-  return {
-    captured: body !== null,
-    base64: bytes.toString('base64'),
-    sha256: createHash('sha256').update(bytes).digest('hex'),
-    bytes: bytes.length,
-  }
 }
 
 /** What the proxy keeps on an agent's request while forwarding it, for its event handlers. */
 type Forwarded = IncomingMessage & {
   wgReceipt?: string
   wgStart?: number
-  wgSystem?: ProxySystem
+  wgSystemId?: string
   wgContinued?: boolean
 }
 
@@ -105,11 +113,19 @@ function continueIfExpected(req: IncomingMessage, res: ServerResponse): void {
   }
 }
 
-interface Gated {
-  system: ProxySystem
-  path: string
-  verb: string
-  target: string | null
+/** A refusal from the error registry, as gate-proxy answers it (contract §8 shapes). */
+function sendRefusal(
+  res: ServerResponse,
+  def: ErrorDef,
+  error: string,
+  extra: Record<string, unknown> = {},
+): void {
+  sendJson(
+    res,
+    def.status,
+    { error, code: def.code, decision: 'DENY', reason: def.code, ...extra },
+    { connection: 'close' },
+  )
 }
 
 /**
@@ -117,33 +133,31 @@ interface Gated {
  * is durable. Every other outcome answers the agent without contacting the upstream.
  */
 export function createGateProxy(deps: GateProxyDeps): GateProxy {
-  const { table, gate, logger, metrics, clock } = deps
+  const { logger, metrics } = deps
   // The agent hanging up mid-forward is the agent's doing: the decision and its receipt stand,
   // and it is no failure of the proxy or the upstream. http-proxy reports it as `econnreset`.
   function clientWentAway(req: IncomingMessage): void {
     const r = req as Forwarded
-    logger.info(
-      { system: r.wgSystem?.system.systemId, receiptId: r.wgReceipt },
-      'client went away while forwarding',
-    )
+    logger.info({ system: r.wgSystemId, receiptId: r.wgReceipt }, 'client went away while forwarding')
   }
   const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
 
   /**
-   * One http-proxy server per enrolled system, its target and agent fixed at creation. Options
+   * One http-proxy server per upstream origin, its target and agent fixed at creation. Options
    * passed per request are merged into a fresh object on every call, and every later pass then
    * reads its options off that object: measurably slower than a server's own options.
    */
-  const proxies = new Map<ProxySystem, ProxyServer>()
-  function proxyFor(system: ProxySystem): ProxyServer {
-    let proxy = proxies.get(system)
+  const proxies = new Map<string, ProxyServer>()
+  function proxyFor(upstream: string): ProxyServer {
+    let proxy = proxies.get(upstream)
     if (proxy) return proxy
+    const origin = new URL(upstream)
     proxy = createProxyServer({
-      target: system.origin,
-      agent: system.agent,
+      target: origin,
+      agent: deps.agentFor(origin),
       xfwd: false,
       changeOrigin: true,
-      // No proxyTimeout: the system's agent cuts a silent upstream (upstream-agent.ts).
+      // No proxyTimeout: the origin's agent cuts a silent upstream (upstream-agent.ts).
       followRedirects: false,
     })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
@@ -159,16 +173,17 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // (answering an ungated read, say) cannot speak for writegate. Blank, not deleted: as above.
       proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
       if (r.wgStart !== undefined)
-        metrics.observeUpstream(system.system.systemId, (performance.now() - r.wgStart) / 1000)
+        metrics.observeUpstream(r.wgSystemId ?? '', (performance.now() - r.wgStart) / 1000)
     })
-    proxies.set(system, proxy)
+    proxies.set(upstream, proxy)
     return proxy
   }
 
   function forward(
     req: IncomingMessage,
     res: ServerResponse,
-    system: ProxySystem,
+    system: SystemRecord,
+    credential: { header: string; value: string } | null,
     path: string,
     receiptId: string | null,
     buffered?: Buffer,
@@ -178,21 +193,22 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     continueIfExpected(req, res)
     stripHopByHop(req.headers)
     for (const h of STRIPPED) delete req.headers[h]
+    if (credential) delete req.headers[credential.header]
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
-    if (system.credential) req.headers[system.credential.header] = system.credential.value
+    if (credential) req.headers[credential.header] = credential.value
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
     if (receiptId) req.headers[RECEIPT_HEADER] = receiptId
     req.url = path
     const r = req as Forwarded
-    r.wgSystem = system
+    r.wgSystemId = system.systemId
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
       if (clientGone(req, res)) return clientWentAway(req)
-      logger.warn({ err, system: system.system.systemId }, 'upstream request failed')
+      logger.warn({ err, system: system.systemId }, 'upstream request failed')
       if (!res.headersSent) {
         const def = timedOut ? ERRORS.upstreamTimeout : ERRORS.upstreamError
         sendJson(res, def.status, {
@@ -202,304 +218,189 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         })
       } else res.destroy()
     }
-    const proxy = proxyFor(system)
+    const proxy = proxyFor(system.upstream)
     if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
     else proxy.web(req, res, onError)
   }
 
-  function stagedAction(
-    g: Gated,
-    outcome: Outcome,
-    tenant: KeyRef,
-    req: IncomingMessage,
-    body: EncodedBody,
-    checkReceiptId: string,
-    at: number,
-  ): { action: PendingAction; receipt: ReceiptDraft } {
-    const actionId = newId('action')
-    const params: HttpReplayParams = {
-      method: req.method ?? 'POST',
-      path: g.path,
-      contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
-      body: body.base64,
-      bodySha256: body.sha256,
-      bodyCaptured: body.captured,
-    }
-    const receipt = draft({
-      receiptId: newId('receipt'),
-      tenantId: tenant.tenantId,
-      kind: 'ACTION_STAGED',
-      createdAt: at,
-      verb: outcome.verb,
-      target: g.target,
-      environment: deps.environment,
-      principalId: outcome.principalId,
-      principalName: outcome.principalName,
-      keyId: tenant.keyId,
-      policyVersion: outcome.policyVersion,
-      // The audit log records a digest of the body; the pending action holds the bytes to replay.
-      detail: {
-        actionId,
-        systemId: g.system.system.systemId,
-        tool: HTTP_REPLAY_TOOL,
-        request: {
-          method: params.method,
-          path: params.path,
-          contentType: params.contentType,
-          bodySha256: params.bodySha256,
-          bodyBytes: body.bytes,
-        },
-        expiresAt: at + ACTION_TTL_SECONDS,
-        checkReceiptId,
-      },
-    })
-    const action: PendingAction = {
-      actionId,
-      tenantId: tenant.tenantId,
-      systemId: g.system.system.systemId,
-      tool: HTTP_REPLAY_TOOL,
-      params,
-      verb: outcome.verb,
-      target: g.target,
-      environment: deps.environment,
-      principalId: outcome.principalId ?? '',
-      keyId: tenant.keyId,
-      stagedReceiptId: receipt.receiptId,
-      createdAt: at,
-      expiresAt: at + ACTION_TTL_SECONDS,
-    }
-    return { action, receipt }
-  }
-
-  async function gated(
-    req: IncomingMessage,
+  /** The credential to inject, or the 503 that says it cannot be (nothing is forwarded). */
+  function credentialFor(
     res: ServerResponse,
-    g: Gated,
-    tenant: KeyRef,
-    startedAt: number,
-  ): Promise<void> {
-    const grantHeader = req.headers[GRANT_HEADER]
-    // Encoded once, however many times the gate asks for the STEP_UP payload (stale retries).
-    let encoded: EncodedBody | undefined
-    let body: Buffer | null = null
-    const method = req.method ?? 'GET'
-    const gateReq: GateRequest = {
-      tenantId: tenant.tenantId,
-      keyId: tenant.keyId,
-      verb: g.verb,
-      target: g.target,
-      environment: deps.environment,
-      grantId: typeof grantHeader === 'string' ? grantHeader : null,
-      systemId: g.system.system.systemId,
-      chargeQuota: true,
-      durableFor,
-    }
-    // A STEP_UP write is staged with its body, so read it first when the current snapshot
-    // predicts STEP_UP. (If the state changes in between, the action is staged without it.)
-    // The gate reuses this evaluation if the snapshot is still the one it was made under.
-    const prediction = await gate.predict(gateReq)
-    if (prediction?.evaluation.kind === 'decided' && prediction.evaluation.outcome.decision === 'STEP_UP') {
-      try {
-        continueIfExpected(req, res)
-        body = await readBody(req, deps.maxStagedBodyBytes)
-      } catch (err) {
-        if (err instanceof BodyTooLarge) {
-          sendJson(
-            res,
-            413,
-            {
-              error: 'request body too large to stage for approval',
-              code: 'payload_too_large',
-              limit: deps.maxStagedBodyBytes,
-            },
-            { connection: 'close' },
-          )
-          return
-        }
-        // Anything else is the client's socket failing (it went away mid-body): not our error,
-        // and there is no one to answer.
-        logger.info(
-          { err, system: g.system.system.systemId },
-          'client went away before its request body was read',
-        )
-        res.destroy()
-        return
-      }
-    }
-    function durableFor(outcome: Outcome): DurablePayload {
-      const at = nowSeconds(clock)
-      const receiptId = newId('receipt')
-      if (outcome.decision === 'STEP_UP' && !encoded) encoded = encodeBody(body)
-      const staged =
-        encoded && outcome.decision === 'STEP_UP'
-          ? stagedAction(g, outcome, tenant, req, encoded, receiptId, at)
-          : null
-      const check = draft({
-        receiptId,
-        tenantId: tenant.tenantId,
-        kind: 'CHECK',
-        decision: outcome.decision,
-        createdAt: at,
-        verb: outcome.verb,
-        requestedVerb: g.verb,
-        target: g.target,
-        environment: deps.environment,
-        principalId: outcome.principalId,
-        principalName: outcome.principalName,
-        keyId: tenant.keyId,
-        reason: outcome.reason,
-        policyVersion: outcome.policyVersion,
-        detail: {
-          via: 'proxy',
-          systemId: g.system.system.systemId,
-          request: { method, path: g.path },
-          mode: outcome.mode,
-          provenance: outcome.provenance,
-          layers: outcome.layers,
-          ...(outcome.grantId ? { grantId: outcome.grantId } : {}),
-          ...(staged ? { actionId: staged.action.actionId } : {}),
-        },
-      })
-      return { receipts: staged ? [check, staged.receipt] : [check], actions: staged ? [staged.action] : [] }
-    }
-    const result = await gate.decide(gateReq, prediction)
-    metrics.observeGate((performance.now() - startedAt) / 1000)
-    switch (result.kind) {
-      case 'unavailable':
-        sendJson(
-          res,
-          503,
-          { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
-          { connection: 'close' },
-        )
-        return
-      case 'quota_exhausted':
-        sendJson(
-          res,
-          429,
-          {
-            error: 'monthly check quota exhausted',
-            code: 'quota_exhausted',
-            decision: 'DENY',
-            reason: 'quota_exhausted',
-            limit: result.limit,
-            used: result.used,
-            resetsAt: result.resetsAt,
-          },
-          { connection: 'close' },
-        )
-        return
-      case 'unknown_verb':
-        logger.warn(
-          { verb: result.verb, system: g.system.system.systemId },
-          'route maps to a verb the tenant does not have',
-        )
-        sendJson(
-          res,
-          403,
-          {
-            error: 'route maps to an unknown verb',
-            decision: 'DENY',
-            verb: result.verb,
-            reason: 'unknown_verb',
-          },
-          { connection: 'close' },
-        )
-        return
-      case 'decided': {
-        const receiptId = result.durable?.receipts[0]?.receiptId ?? null
-        const o = result.outcome
-        if (o.decision === 'ALLOW') {
-          forward(req, res, g.system, g.path, receiptId, body ?? undefined)
-          return
-        }
-        if (o.decision === 'STEP_UP') {
-          const actionId = result.durable?.actions[0]?.actionId ?? null
-          sendJson(
-            res,
-            428,
-            {
-              error: 'approval required',
-              decision: 'STEP_UP',
-              verb: o.verb,
-              reason: o.reason,
-              actionId,
-              receiptId,
-            },
-            { connection: 'close' },
-          )
-          return
-        }
-        sendJson(
-          res,
-          403,
-          { error: 'denied by writegate', decision: 'DENY', verb: o.verb, reason: o.reason, receiptId },
-          { connection: 'close' },
-        )
-      }
-    }
+    system: SystemRecord,
+    extra: Record<string, unknown> = {},
+  ): { header: string; value: string } | null | false {
+    const resolved = deps.credentials.get(system)
+    if (resolved === null) return null
+    if (resolved.ok) return { header: resolved.header, value: resolved.value }
+    metrics.gateEvents.failedClosed({ reason: 'credential_unavailable' })
+    sendRefusal(res, ERRORS.credentialUnavailable, ERRORS.credentialUnavailable.message, {
+      systemId: system.systemId,
+      ...extra,
+    })
+    return false
   }
 
-  function failClosedNoIdentity(res: ServerResponse): void {
-    metrics.gateEvents.failedClosed({ reason: 'no_identity' })
-    sendJson(
-      res,
-      503,
-      { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
-      { connection: 'close' },
-    )
+  function failClosed(res: ServerResponse, reason: string): void {
+    metrics.gateEvents.failedClosed({ reason })
+    sendRefusal(res, ERRORS.gateUnavailable, ERRORS.gateUnavailable.message)
   }
+
+  const handleCalls = createCallWrites({
+    writes: deps.writes,
+    protocols: { graphql: graphqlProtocol as CallProtocol<unknown> },
+    environment: deps.environment,
+    maxBodyBytes: deps.maxInspectedBodyBytes,
+    logger,
+    credentialFor,
+    forward,
+    continueIfExpected,
+    send(res, status, contentType, body) {
+      if (res.headersSent) return void res.destroy()
+      res.writeHead(status, {
+        'content-type': contentType,
+        'content-length': Buffer.byteLength(body),
+        'cache-control': 'no-store',
+        connection: 'close',
+      })
+      res.end(body)
+    },
+  })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now()
     const url = req.url ?? '/'
     if (url === '/healthz') return sendJson(res, 200, { ok: true })
-    if (url === '/readyz')
-      return (await api.ready()) ? sendJson(res, 200, { ready: true }) : sendJson(res, 503, { ready: false })
-    const tenant = deps.identity()
-    const target = resolveTarget(req, table, tenant?.tenantId ?? null)
-    if (!target.ok) {
-      // Until the key resolves, another tenant's system answers 503 (below); so must one that
-      // no tenant enrols, or the two could be told apart.
-      if (!tenant && target === NOT_ENROLLED) return failClosedNoIdentity(res)
-      return sendJson(res, target.status, { error: target.error, code: target.code }, { connection: 'close' })
+    if (url === '/readyz') {
+      const r = await api.readiness()
+      return sendJson(res, r.ready ? 200 : 503, { ...r })
     }
-    // Another tenant's system is not ours to reach, not even for an ungated read: it would go
-    // out with that tenant's credential. Until the key resolves, whose it is cannot be told.
-    if (target.system.system.tenantId !== undefined) {
-      if (!tenant) return failClosedNoIdentity(res)
-      if (!enrolledFor(target.system.system, tenant.tenantId))
-        return sendJson(
-          res,
-          NOT_ENROLLED.status,
-          { error: NOT_ENROLLED.error, code: NOT_ENROLLED.code },
-          { connection: 'close' },
-        )
-    }
+    const target = parseTarget(req)
+    if (!target.ok) return sendRefusal(res, target.def, target.error)
+    const tenant = deps.identity.current()
+    // Until the key resolves, which systems exist cannot be told: every request fails closed.
+    if (!tenant) return failClosed(res, 'no_identity')
+    const local = deps.local(tenant.tenantId)
     const method = req.method ?? 'GET'
-    const route = table.match(target.system, method, target.path)
-    if (!route) {
-      if (isRead(method) && target.system.system.reads === 'pass')
-        return forward(req, res, target.system, target.path, null)
-      return sendJson(
-        res,
-        403,
-        {
-          error: isRead(method) ? 'unmapped read (reads are gated for this system)' : 'unmapped write',
-          decision: 'DENY',
-          reason: 'unmapped_route',
-        },
-        { connection: 'close' },
-      )
+    const grantHeader = req.headers[GRANT_HEADER]
+    let body: Buffer | null = null
+    const write: GatedWrite<ProxyContext> = {
+      tenantId: tenant.tenantId,
+      keyId: tenant.keyId,
+      environment: deps.environment,
+      grantId: typeof grantHeader === 'string' ? grantHeader : null,
+      via: 'proxy',
+      chargeQuota: true,
+      verb: '',
+      target: null,
+      systemId: null,
+      recorder: 'hot',
+      plan: (snap) => planProxyRequest(snap, local, target, method),
+      request: () => ({ method, path: target.path }),
+      detail: (plan) => ({ systemVersion: (plan.context as WriteContext).system.version }),
+      stage: (outcome, plan, checkReceiptId, at) =>
+        stageHttpRequest(
+          {
+            tenantId: tenant.tenantId,
+            systemId: (plan.context as WriteContext).system.systemId,
+            verb: outcome.verb,
+            target: plan.target,
+            environment: deps.environment,
+            principalId: outcome.principalId ?? '',
+            principalName: outcome.principalName,
+            keyId: tenant.keyId,
+            stateVersion: outcome.policyVersion,
+            checkReceiptId,
+            at,
+          },
+          {
+            method,
+            path: target.path,
+            contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
+            body,
+          },
+        ),
     }
-    if (!tenant) return failClosedNoIdentity(res)
-    await gated(
-      req,
-      res,
-      { system: target.system, path: target.path, verb: route.verb, target: route.target },
-      tenant,
-      startedAt,
-    )
+    // The current snapshot's reading of the request: a write its system cannot take a
+    // credential for is refused before anything is decided, and a write predicted STEP_UP has
+    // its body read first, to stage it. (If the state changes in between, the action is staged
+    // without it.) The gate reuses this evaluation if the snapshot is still the one it was made under.
+    const prediction = await deps.writes.predict(write)
+    if (!prediction) return failClosed(res, 'no_snapshot')
+    if (prediction.plan.kind === 'settle' && prediction.plan.context.kind === 'calls') {
+      const c = prediction.plan.context
+      return handleCalls({
+        req,
+        res,
+        tenant,
+        local,
+        target,
+        method,
+        system: c.system,
+        protocol: c.protocol,
+        grantId: typeof grantHeader === 'string' ? grantHeader : null,
+      })
+    }
+    if (prediction.plan.kind === 'decide' && prediction.plan.context.kind === 'write') {
+      if (credentialFor(res, prediction.plan.context.system) === false) return
+      const predicted = prediction.evaluation
+      if (predicted?.kind === 'decided' && predicted.outcome.decision === 'STEP_UP') {
+        try {
+          continueIfExpected(req, res)
+          body = await readBody(req, deps.maxStagedBodyBytes)
+        } catch (err) {
+          if (err instanceof BodyTooLarge) {
+            sendJson(
+              res,
+              413,
+              {
+                error: 'request body too large to stage for approval',
+                code: 'payload_too_large',
+                limit: deps.maxStagedBodyBytes,
+              },
+              { connection: 'close' },
+            )
+            return
+          }
+          // Anything else is the client's socket failing (it went away mid-body): not our error,
+          // and there is no one to answer.
+          logger.info(
+            { err, system: prediction.plan.context.system.systemId },
+            'client went away before its request body was read',
+          )
+          res.destroy()
+          return
+        }
+      }
+    }
+    const answer = await deps.writes.run(write, prediction)
+    if (answer.kind === 'settled') {
+      const c = answer.context
+      if (c.kind === 'refused') return sendRefusal(res, c.def, c.error)
+      if (c.kind !== 'pass') return failClosed(res, 'plan_mismatch')
+      const credential = credentialFor(res, c.system)
+      if (credential === false) return
+      if (credential) {
+        // It would go out with the injected credential: only while the key may act (the
+        // snapshot was confirmed current by the gate).
+        const barred = standingOf(answer.snapshot, tenant.keyId)
+        if (barred) return sendRefusal(res, ERRORS.revoked, ERRORS.revoked.message, { barred: barred.reason })
+      }
+      return forward(req, res, c.system, credential, c.path, null)
+    }
+    if (answer.kind === 'refused') {
+      if (answer.refusal.def === ERRORS.gateUnavailable) metrics.gateEvents.failedClosed({ reason: 'commit' })
+      if (answer.refusal.def === ERRORS.unknownVerb)
+        logger.warn({ verbs: answer.refusal.detail.verbs }, 'route maps to a verb the tenant does not have')
+    } else metrics.observeGate((performance.now() - startedAt) / 1000)
+    if (answer.kind === 'decided' && answer.decision === 'ALLOW') {
+      const c = answer.context as WriteContext
+      const credential = credentialFor(res, c.system, { receiptId: answer.receiptId })
+      if (credential === false) return
+      forward(req, res, c.system, credential, c.path, answer.receiptId, body ?? undefined)
+      return
+    }
+    const { status, body: json } = httpAnswer(answer)
+    sendJson(res, status, json, { connection: 'close' })
   }
 
   /** Sockets handed to the CONNECT handler: the HTTP server no longer tracks them, but close() waits for them. */
@@ -511,16 +412,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
     const [host, port] = authority.split(':')
-    const allowed = table.passthrough.has(authority) || (port === '443' && table.passthrough.has(host ?? ''))
+    const allowed = deps.passthrough.has(authority) || (port === '443' && deps.passthrough.has(host ?? ''))
     if (!allowed || !host) {
-      const body = JSON.stringify({
-        error: 'CONNECT tunnels are not gated and are refused for this host',
-        decision: 'DENY',
-        reason: 'tunnel_refused',
-      })
-      socket.end(
-        `HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      )
+      // Closed once answered (the socket is ours now, and half-open until the client closes),
+      // and a client that resets it meanwhile is handled by the server guard.
+      const { status, body } = refusalAnswer(ERRORS.tunnelRefused)
+      endAndClose(socket, rawJsonAnswer(status, body))
       return
     }
     const upstream = connect(Number(port ?? 443), host, () => {
@@ -542,21 +439,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'proxy request failed')
       if (req.socket.destroyed) return // no one to tell
-      sendJson(
-        res,
-        503,
-        { error: 'gate unavailable', decision: 'DENY', reason: 'gate_unavailable' },
-        { connection: 'close' },
-      )
+      sendRefusal(res, ERRORS.gateUnavailable, ERRORS.gateUnavailable.message)
     })
   }
-  const server = createServer(onRequest)
+  // Every socket has an 'error' listener for its whole life, CONNECT's included (guarded-server.ts).
+  const server = guardServer(createServer(onRequest), logger)
   // Expect: 100-continue is answered by the proxy once it wants the body (continueIfExpected).
   server.on('checkContinue', onRequest)
   server.on('connect', onConnect)
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n')
-  })
 
   const api: GateProxy = {
     server,
@@ -568,11 +458,24 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       const addr = server.address()
       return typeof addr === 'object' && addr ? addr.port : port
     },
-    async ready() {
-      const id = deps.identity()
-      if (!id) return false
-      const snap = await deps.snapshots.get(id.tenantId).catch(() => null)
-      return snap !== null
+    async readiness() {
+      const id = deps.identity.status()
+      if (id.kind !== 'resolved') return { ready: false, reason: id.kind }
+      let snap: CompiledSnapshot | null
+      try {
+        snap = await deps.snapshots.get(id.ref.tenantId)
+      } catch {
+        return { ready: false, reason: 'hot_store_unreachable' }
+      }
+      if (!snap) return { ready: false, reason: 'no_snapshot' }
+      const local = deps.local(id.ref.tenantId)
+      const systems = [...snap.systems(), ...local.all()].map((s) => s.record)
+      if (systems.length === 0) return { ready: false, reason: 'no_systems' }
+      const credentialsUnavailable = systems.flatMap((s) => {
+        const c = deps.credentials.get(s)
+        return c && !c.ok ? [{ systemId: s.systemId, problem: c.problem }] : []
+      })
+      return credentialsUnavailable.length > 0 ? { ready: true, credentialsUnavailable } : { ready: true }
     },
     async close() {
       // Idle keep-alive connections go at once; a request still in flight (a slow upstream, a

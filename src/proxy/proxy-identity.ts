@@ -28,45 +28,68 @@ export function readProxyApiKey(
   return key
 }
 
+export type IdentityStatus =
+  | { kind: 'resolved'; ref: KeyRef }
+  /** No key is configured (proxy.apiKeyFile or WRITEGATE_PROXY_API_KEY). */
+  | { kind: 'no_key' }
+  /** The hot store answers, but knows no such key: not issued, or the control plane is on another Redis or key prefix. */
+  | { kind: 'unknown_key' }
+  | { kind: 'hot_store_unreachable' }
+  /** Not asked yet. */
+  | { kind: 'resolving' }
+
+export interface ProxyIdentity {
+  start(): Promise<void>
+  current(): KeyRef | null
+  status(): IdentityStatus
+  stop(): void
+}
+
 /**
  * Looks the key up in the hot store's key index (no Postgres on the data path), retrying
- * until the control plane has indexed it. Until then the proxy is not ready and refuses writes.
+ * until the control plane has indexed it. Until then the proxy is not ready and refuses
+ * writes; its status says why (the proxy's readiness logs each change once).
  */
 export function createProxyIdentity(deps: {
   hot: HotStore
   apiKey: string | null
   logger: Logger
   retryMs?: number
-  /** Whether the route table enrols any system (a missing key only matters then). */
-  hasRoutes: boolean
   /** Called once, when the key resolves. */
   onResolved?: (ref: KeyRef) => void
-}) {
-  let ref: KeyRef | null = null
+}): ProxyIdentity {
+  let status: IdentityStatus = deps.apiKey ? { kind: 'resolving' } : { kind: 'no_key' }
   let timer: NodeJS.Timeout | undefined
   let stopped = false
   const hash = deps.apiKey ? hashSecret(deps.apiKey) : null
-  async function attempt(): Promise<void> {
-    if (!hash || ref || stopped) return
-    try {
-      ref = await deps.hot.resolveKey(hash)
-      if (ref) {
-        deps.logger.info({ tenantId: ref.tenantId, keyId: ref.keyId }, 'proxy identity resolved')
-        deps.onResolved?.(ref)
-      }
-    } catch (err) {
-      deps.logger.warn({ err }, 'cannot resolve the proxy key yet; will retry')
+
+  function become(next: IdentityStatus): void {
+    if (next.kind === status.kind) return
+    status = next
+    if (next.kind === 'resolved') {
+      deps.logger.info({ tenantId: next.ref.tenantId, keyId: next.ref.keyId }, 'proxy identity resolved')
+      deps.onResolved?.(next.ref)
     }
-    if (!ref && !stopped) timer = setTimeout(() => void attempt(), deps.retryMs ?? 1000)
   }
-  // Worth a warning only when there is something to gate.
-  if (!hash && deps.hasRoutes)
-    deps.logger.warn(
-      'no proxy API key configured (proxy.apiKeyFile or WRITEGATE_PROXY_API_KEY): gated writes are refused',
-    )
+
+  const resolved = () => status.kind === 'resolved'
+  async function attempt(): Promise<void> {
+    if (!hash || resolved() || stopped) return
+    try {
+      const ref = await deps.hot.resolveKey(hash)
+      become(ref ? { kind: 'resolved', ref } : { kind: 'unknown_key' })
+    } catch {
+      become({ kind: 'hot_store_unreachable' })
+    }
+    if (!resolved() && !stopped) {
+      timer = setTimeout(() => void attempt(), deps.retryMs ?? 1000)
+      timer.unref()
+    }
+  }
   return {
     start: attempt,
-    current: () => ref,
+    current: () => (status.kind === 'resolved' ? status.ref : null),
+    status: () => status,
     stop() {
       stopped = true
       if (timer) clearTimeout(timer)

@@ -1,9 +1,12 @@
+import type { Agent as HttpAgent } from 'node:http'
+import { performance } from 'node:perf_hooks'
+import { listenAs } from '../config/listen-errors.js'
 import { ConfigError } from '../config/load.js'
 import type { Settings } from '../config/schema.js'
-import { loadSystemsFile } from '../config/systems.js'
+import { loadSystemsFile, type SystemsFile } from '../config/systems.js'
 import { type Clock, nowSeconds, systemClock } from '../core/clock.js'
 import { createDecisionPipeline } from '../gate/decision-pipeline.js'
-import type { Gate } from '../gate/gate.js'
+import type { GatedWrites } from '../gate/gated-write.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { Logger } from '../observability/logger.js'
 import { createLogger } from '../observability/logger.js'
@@ -12,10 +15,12 @@ import { startMetricsServer } from '../observability/metrics-server.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import { connectRedis } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
+import { credentialResolverFor } from '../systems/credential-resolver.js'
 import { createGateProxy, type GateProxy } from './gate-proxy.js'
+import { localSystemsFrom } from './local-systems.js'
 import { createProxyIdentity, readProxyApiKey } from './proxy-identity.js'
-import { RouteTable } from './route-table.js'
-import { enrolledFor } from './system-tenancy.js'
+import { createSystemCredentials } from './system-credentials.js'
+import { createUpstreamAgent } from './upstream-agent.js'
 
 export interface RunningProxy {
   readonly proxy: GateProxy
@@ -26,78 +31,177 @@ export interface RunningProxy {
 
 export interface ProxyParts {
   hot: HotStore
-  gate: Gate
+  writes: GatedWrites
   snapshots: SnapshotCache
   metrics: Metrics
   logger: Logger
   clock: Clock
 }
 
-function routeTableFrom(settings: Settings, env: NodeJS.ProcessEnv): RouteTable {
-  const file = settings.proxy.routesFile ?? settings.systemsFile
-  const systems = file
-    ? loadSystemsFile(file, 'proxy.routesFile (WRITEGATE_ROUTES_FILE)')
-    : { systems: [], passthrough: [] }
-  return new RouteTable(systems, env, { upstreamTimeoutMs: settings.proxy.upstreamTimeoutMs })
+/** A deprecated route table file, read once; its systems are served beside the tenant's enrolled ones. */
+function routesFileOf(settings: Settings, logger: Logger): SystemsFile | null {
+  const file = settings.proxy.routesFile
+  if (!file) return null
+  const systems = loadSystemsFile(file, 'proxy.routesFile (WRITEGATE_ROUTES_FILE)')
+  logger.warn(
+    { file, systems: systems.systems.map((s) => s.systemId) },
+    'proxy.routesFile (WRITEGATE_ROUTES_FILE) is deprecated and will be removed in the next release: enrol these systems with `writegate systems apply -f <file>`',
+  )
+  return systems
+}
+
+/** One keep-alive agent per upstream origin, shared by the systems on it. */
+function agentsPerOrigin(upstreamTimeoutMs: number) {
+  const agents = new Map<string, HttpAgent>()
+  return {
+    agentFor(origin: URL): HttpAgent {
+      let agent = agents.get(origin.origin)
+      if (!agent) {
+        agent = createUpstreamAgent(origin, upstreamTimeoutMs)
+        agents.set(origin.origin, agent)
+      }
+      return agent
+    },
+    close() {
+      for (const a of agents.values()) a.destroy()
+    },
+  }
 }
 
 /**
- * A route table may hold other tenants' systems (the embedded proxy falls back to the control
- * plane's systems file, which holds every tenant's). The proxy refuses them on every request;
- * this says so once, when it learns its tenant.
+ * Logs the proxy's readiness once per change (why it is not ready, or that it is), and
+ * reports credentials it cannot resolve; polled, since its inputs (Redis, the key index, the
+ * tenant's snapshot) change without telling the proxy.
  */
-function warnOfForeignSystems(table: RouteTable, tenantId: string, logger: Logger): void {
-  const foreign = table.systems().filter((s) => !enrolledFor(s.system, tenantId))
-  if (foreign.length === 0) return
-  logger.warn(
-    {
-      tenantId,
-      systems: foreign.map((s) => ({ systemId: s.system.systemId, tenantId: s.system.tenantId })),
-    },
-    "the route table enrols other tenants' systems: they are not enrolled for this proxy, and requests to them are refused",
-  )
+const NOT_READY: Record<string, string> = {
+  no_key: 'no proxy API key configured (proxy.apiKeyFile or WRITEGATE_PROXY_API_KEY): every write is refused',
+  unknown_key:
+    'the proxy API key is not known to the hot store: it was never issued, or the control plane uses another Redis or key prefix (redis.url, redis.keyPrefix); every write is refused until it is',
+  hot_store_unreachable: 'the hot store (Redis) is unreachable: every write is refused until it is back',
+  no_snapshot:
+    "the hot store holds no snapshot of the key's tenant yet (is its control plane running on this Redis?): every write is refused",
+  no_systems:
+    "the key's tenant enrols no system yet (POST /v1/systems): every request is refused as not enrolled",
+}
+
+function watchReadiness(proxy: GateProxy, logger: Logger, everyMs: number): () => void {
+  let last: string | null = null
+  let running = false
+  const check = async () => {
+    if (running) return
+    running = true
+    try {
+      const r = await proxy.readiness()
+      const now = r.ready ? 'ready' : (r.reason ?? 'not_ready')
+      if (now !== last) {
+        if (r.ready) logger.info('gate-proxy ready')
+        // A key still being looked up is a start, not a state worth a warning.
+        else if (now !== 'resolving')
+          logger.warn({ reason: now }, `gate-proxy not ready: ${NOT_READY[now] ?? now}`)
+        last = now
+      }
+    } finally {
+      running = false
+    }
+  }
+  const timer = setInterval(() => void check(), everyMs)
+  timer.unref()
+  void check()
+  return () => clearInterval(timer)
 }
 
 /** Starts the proxy over parts someone else built (the embedded default shares the control plane's). */
 export async function startProxy(
   settings: Settings,
   parts: ProxyParts,
-  opts: { metricsServer: boolean; env?: NodeJS.ProcessEnv },
+  opts: {
+    metricsServer: boolean
+    env?: NodeJS.ProcessEnv
+    /**
+     * The embedded default enrols its route table file's systems for the proxy's tenant when
+     * the key resolves, so they are decision state (and their staged writes can be approved).
+     */
+    enrolRoutesFile?: (tenantId: string, file: SystemsFile) => Promise<void>
+  },
 ): Promise<RunningProxy> {
   const env = opts.env ?? process.env
-  const table = routeTableFrom(settings, env)
+  const routesFile = routesFileOf(settings, parts.logger)
+  const agents = agentsPerOrigin(settings.proxy.upstreamTimeoutMs)
+  const credentials = createSystemCredentials({
+    resolver: credentialResolverFor(settings.credentials, env, [routesFile]),
+    // Wall time, not the decision clock: this is how often a mounted secret is read again.
+    nowMs: () => performance.now(),
+    refreshMs: settings.credentials.refreshSeconds * 1000,
+    onChange(systemId, problem) {
+      parts.metrics.credentialUnavailable(systemId, problem !== null)
+      if (problem)
+        parts.logger.warn(
+          { systemId, problem },
+          'the credential of an enrolled system is unavailable: its writes are refused',
+        )
+      else parts.logger.info({ systemId }, 'the credential of an enrolled system is available again')
+    },
+  })
+  const enrol = opts.enrolRoutesFile
   const identity = createProxyIdentity({
     hot: parts.hot,
     apiKey: readProxyApiKey(settings.proxy.apiKeyFile, env),
     logger: parts.logger,
-    hasRoutes: table.systems().length > 0,
-    onResolved: (ref) => warnOfForeignSystems(table, ref.tenantId, parts.logger),
+    onResolved: (ref) => {
+      if (enrol && routesFile)
+        enrol(ref.tenantId, routesFile).catch((err) =>
+          parts.logger.warn(
+            { err, tenantId: ref.tenantId },
+            "could not enrol the route table file's systems",
+          ),
+        )
+    },
   })
   const proxy = createGateProxy({
-    table,
-    gate: parts.gate,
+    writes: parts.writes,
     snapshots: parts.snapshots,
-    identity: () => identity.current(),
+    identity,
+    // Enrolled by the control plane in the embedded default: no second, unversioned copy.
+    local: localSystemsFrom(enrol ? null : routesFile),
+    passthrough: new Set(
+      [...(routesFile?.passthrough ?? []), ...settings.proxy.passthrough].map((h) => h.toLowerCase()),
+    ),
+    agentFor: (origin) => agents.agentFor(origin),
+    credentials,
     clock: parts.clock,
     logger: parts.logger,
     metrics: parts.metrics,
     environment: settings.proxy.environment ?? null,
     maxStagedBodyBytes: settings.proxy.maxStagedBodyBytes,
+    maxInspectedBodyBytes: settings.proxy.maxInspectedBodyBytes,
   })
-  const port = await proxy.listen(settings.proxy.port, settings.proxy.host)
+  const { host, port: wanted } = settings.proxy
+  const port = await listenAs('proxy', host, wanted, () => proxy.listen(wanted, host)).catch(async (err) => {
+    agents.close()
+    throw err
+  })
+  const { host: metricsHost, port: metricsPort } = settings.metrics
   const metricsServer = opts.metricsServer
-    ? await startMetricsServer(parts.metrics.registry, settings.metrics.host, settings.metrics.port)
+    ? await listenAs('metrics', metricsHost, metricsPort, () =>
+        startMetricsServer(parts.metrics.registry, metricsHost, metricsPort, parts.logger),
+      ).catch(async (err) => {
+        await proxy.close()
+        agents.close()
+        throw err
+      })
     : null
   await identity.start()
+  const stopWatching = watchReadiness(proxy, parts.logger, 2000)
   return {
     proxy,
     port,
     metricsPort: metricsServer?.port ?? null,
     async close() {
+      stopWatching()
       identity.stop()
       await proxy.close()
       await metricsServer?.close()
-      table.close()
+      agents.close()
     },
   }
 }
@@ -122,17 +226,17 @@ export async function startProxyProcess(
     throw new ConfigError(
       'invalid setting redis.url (WRITEGATE_REDIS_URL): the proxy needs Redis (the shared hot store)',
     )
-  if (!settings.proxy.routesFile)
-    throw new ConfigError(
-      'invalid setting proxy.routesFile (WRITEGATE_ROUTES_FILE): the proxy needs a route table',
-    )
   const logger = overrides.logger ?? createLogger(settings.log.level)
   const clock = overrides.clock ?? systemClock
   const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
   const redis = connectRedis(redisOpts, 'commands', logger)
   const subscriber = connectRedis(redisOpts, 'subscriber', logger)
-  // Not awaiting connect: the proxy starts and answers 503 until Redis is there (fail closed).
-  redis.connect().catch((err) => logger.warn({ err }, 'Redis not reachable yet'))
+  // Connect before the first lookup (a healthy start logs nothing), but do not wait long: a
+  // proxy whose Redis is down starts, answers 503 (fail closed) and says why in /readyz.
+  await Promise.race([
+    redis.connect().catch(() => {}),
+    new Promise((resolve) => setTimeout(resolve, 2000).unref()),
+  ])
   subscriber.connect().catch(() => {})
   const redisHot = createRedisHotStore({
     redis,
@@ -142,25 +246,31 @@ export async function startProxyProcess(
   })
   const hot = overrides.wrapHotStore ? overrides.wrapHotStore(redisHot) : redisHot
   const metrics = createMetrics('proxy')
-  const { snapshots, gate } = createDecisionPipeline({
+  const { snapshots, writes } = createDecisionPipeline({
     hot,
     clock,
     metrics,
     quotaLimit: settings.quota.checksPerMonth,
   })
+  const closeParts = async () => {
+    snapshots.close()
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+  }
   const running = await startProxy(
     settings,
-    { hot, gate, snapshots, metrics, logger, clock },
+    { hot, writes, snapshots, metrics, logger, clock },
     { metricsServer: true, env: overrides.env },
-  )
+  ).catch(async (err) => {
+    await closeParts()
+    throw err
+  })
   return {
     ...running,
     async close() {
       await running.close()
-      snapshots.close()
-      await hot.close()
-      redis.disconnect()
-      subscriber.disconnect()
+      await closeParts()
     },
   }
 }

@@ -1,7 +1,9 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { ConfigError } from '../config/load.js'
-import type { EnrolledSystem, SystemsFile, SystemTool } from '../config/systems.js'
-import { compileRoutes, type RouteMatch, type RouteMatcher } from './route-matcher.js'
+import type { SystemRecord, SystemTool } from '../core/enrolled-system.js'
+import { ERRORS, fail } from '../core/errors.js'
+import type { RouteMatch } from '../core/route-matcher.js'
+import type { CompiledSnapshot } from '../core/snapshot.js'
+import type { SnapshotCache } from '../gate/snapshot-cache.js'
 
 export interface ParamIssue {
   path: string
@@ -9,20 +11,23 @@ export interface ParamIssue {
 }
 
 export interface ToolRef {
-  system: EnrolledSystem
+  system: SystemRecord
   tool: SystemTool
   /** Checks params against the tool's JSON Schema. */
   validate(params: unknown): { ok: true } | { ok: false; issues: ParamIssue[] }
 }
 
-/** The control plane's enrolled systems, by tenant: lookups for execute, checks and actions. */
+/**
+ * The control plane's view of a tenant's enrolled systems, read from the tenant's decision
+ * snapshot (the same systems its proxies serve), for execute, checks and actions. Without a
+ * snapshot nothing can be looked up: 503 gate_unavailable, never a guess.
+ */
 export interface SystemsRegistry {
-  system(tenantId: string, systemId: string): EnrolledSystem | null
-  tool(tenantId: string, name: string): ToolRef | null
-  toolOf(tenantId: string, systemId: string, name: string): ToolRef | null
+  system(tenantId: string, systemId: string): Promise<SystemRecord | null>
+  tool(tenantId: string, name: string): Promise<ToolRef | null>
+  toolOf(tenantId: string, systemId: string, name: string): Promise<ToolRef | null>
   /** The verb (and target) the system's route table maps a request to, or null when no route does. */
-  route(tenantId: string, systemId: string, method: string, path: string): RouteMatch | null
-  all(): readonly EnrolledSystem[]
+  route(tenantId: string, systemId: string, method: string, path: string): Promise<RouteMatch | null>
 }
 
 function issuesOf(errors: ErrorObject[] | null | undefined): ParamIssue[] {
@@ -35,51 +40,75 @@ function issuesOf(errors: ErrorObject[] | null | undefined): ParamIssue[] {
   }))
 }
 
-/** Compiles every tool's params schema once at start-up; a bad schema stops start-up. */
-export function createSystemsRegistry(file: SystemsFile): SystemsRegistry {
+/** Compiled tool schemas kept across snapshots: one per version of a system. */
+const VALIDATORS_KEPT = 1024
+
+export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): SystemsRegistry {
   const ajv = new Ajv({ allErrors: true, strict: false })
-  const tools = new Map<string, ToolRef>()
-  const systems = new Map<string, EnrolledSystem>()
-  const routes = new Map<string, RouteMatcher>()
-  for (const system of file.systems) {
-    systems.set(system.systemId, system)
-    routes.set(system.systemId, compileRoutes(system.routes))
-    for (const tool of system.tools) {
-      let validate: ValidateFunction
+  const validators = new Map<string, ValidateFunction | Error>()
+
+  async function snapshot(tenantId: string): Promise<CompiledSnapshot> {
+    const snap = await deps.snapshots.get(tenantId).catch(() => null)
+    if (!snap) fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
+    return snap
+  }
+
+  function refOf(system: SystemRecord, tool: SystemTool): ToolRef {
+    const key = `${system.tenantId}/${system.systemId}@${system.version}:${tool.name}`
+    let v = validators.get(key)
+    if (!v) {
       try {
-        validate = ajv.compile(tool.params)
+        v = ajv.compile(tool.params)
       } catch (err) {
-        throw new ConfigError(
-          `invalid systems file: ${system.systemId} tool ${tool.name}: params is not a valid JSON Schema: ${(err as Error).message.split('\n')[0]}`,
-        )
+        // Enrolment refuses schemas ajv cannot compile; one that got in anyway validates nothing.
+        v = err as Error
       }
-      const ref: ToolRef = {
-        system,
-        tool,
-        validate(params) {
-          return validate(params) ? { ok: true } : { ok: false, issues: issuesOf(validate.errors) }
-        },
-      }
-      const key = `${system.tenantId ?? ''}:${tool.name}`
-      if (tools.has(key))
-        throw new ConfigError(
-          `invalid systems file: tool ${tool.name} is defined twice for tenant ${system.tenantId ?? '(none)'}`,
-        )
-      tools.set(key, ref)
+      if (validators.size >= VALIDATORS_KEPT) validators.delete(validators.keys().next().value as string)
+      validators.set(key, v)
+    }
+    const validate = v
+    return {
+      system,
+      tool,
+      validate(params) {
+        if (validate instanceof Error)
+          return {
+            ok: false,
+            issues: [{ path: '', message: `the tool's params schema is invalid: ${validate.message}` }],
+          }
+        return validate(params) ? { ok: true } : { ok: false, issues: issuesOf(validate.errors) }
+      },
     }
   }
-  const owned = (s: EnrolledSystem | undefined, tenantId: string) => (s && s.tenantId === tenantId ? s : null)
+
   return {
-    system: (tenantId, systemId) => owned(systems.get(systemId), tenantId),
-    tool: (tenantId, name) => tools.get(`${tenantId}:${name}`) ?? null,
-    toolOf(tenantId, systemId, name) {
-      const ref = tools.get(`${tenantId}:${name}`)
-      return ref && ref.system.systemId === systemId ? ref : null
+    async system(tenantId, systemId) {
+      return (await snapshot(tenantId)).system(systemId)?.record ?? null
     },
-    route(tenantId, systemId, method, path) {
-      if (!owned(systems.get(systemId), tenantId)) return null
-      return routes.get(systemId)?.match(method, path) ?? null
+    async tool(tenantId, name) {
+      for (const s of (await snapshot(tenantId)).systems()) {
+        const tool = s.record.tools.find((t) => t.name === name)
+        if (tool) return refOf(s.record, tool)
+      }
+      return null
     },
-    all: () => file.systems,
+    async toolOf(tenantId, systemId, name) {
+      const s = (await snapshot(tenantId)).system(systemId)
+      const tool = s?.record.tools.find((t) => t.name === name)
+      return s && tool ? refOf(s.record, tool) : null
+    },
+    async route(tenantId, systemId, method, path) {
+      return (await snapshot(tenantId)).system(systemId)?.routes.match(method, path) ?? null
+    },
+  }
+}
+
+/** Whether ajv can compile a tool's params schema: enrolment refuses one it cannot (400, naming the tool). */
+export function paramsSchemaProblem(schema: Record<string, unknown>): string | null {
+  try {
+    new Ajv({ allErrors: true, strict: false }).compile(schema)
+    return null
+  } catch (err) {
+    return (err as Error).message.split('\n')[0] ?? 'invalid JSON Schema'
   }
 }

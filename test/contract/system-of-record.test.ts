@@ -199,6 +199,56 @@ for (const kind of ALL_BACKENDS) {
       for (let i = 1; i < list.length; i++) t.equal(list[i]!.prevHash, list[i - 1]!.hash)
     })
 
+    t.test(
+      'systems: per-tenant ids, whole replacement with versions, tombstones keep ids taken',
+      async (t) => {
+        const a = await tenant()
+        const b = await tenant()
+        const def = {
+          systemId: 'sys_x',
+          kind: 'http' as const,
+          upstream: 'https://x.example',
+          credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'X_TOKEN' },
+          reads: 'pass' as const,
+          routes: [{ method: 'POST' as const, path: '/v1/a/{id}', verb: 'verify', target: '{id}' }],
+          tools: [],
+        }
+        const created = await s.systems.insert(a, 'sys_x', def, 10)
+        t.match(created, { ...def, tenantId: a, version: 1, createdAt: 10, updatedAt: 10 })
+        t.equal(await s.systems.insert(a, 'sys_x', def, 11), null, 'taken in the tenant')
+        t.match(
+          await s.systems.insert(b, 'sys_x', def, 12),
+          { tenantId: b, version: 1 },
+          'ids are per tenant',
+        )
+        const next = { ...def, routes: [{ method: 'PUT' as const, path: '/v1/b', verb: 'refund' }] }
+        t.match(await s.systems.replace(a, 'sys_x', next, 20), {
+          version: 2,
+          routes: next.routes,
+          createdAt: 10,
+          updatedAt: 20,
+        })
+        t.same((await s.systems.get(a, 'sys_x'))?.routes, next.routes)
+        t.same((await s.systems.get(b, 'sys_x'))?.routes, def.routes, "another tenant's is untouched")
+        t.equal(await s.systems.count(a), 1)
+        t.same(
+          (await s.systems.list(a)).map((x) => x.systemId),
+          ['sys_x'],
+        )
+        t.equal(await s.systems.remove(a, 'sys_x', 30), true)
+        t.equal(await s.systems.remove(a, 'sys_x', 31), false)
+        t.match(await s.systems.get(a, 'sys_x'), { deletedAt: 30, version: 2 })
+        t.same(await s.systems.list(a), [])
+        t.equal(await s.systems.count(a), 0)
+        t.equal(await s.systems.replace(a, 'sys_x', def, 40), null, 'a tombstone is not replaced')
+        t.equal(await s.systems.insert(a, 'sys_x', def, 41), null, 'nor reused')
+        t.equal(await s.systems.get(a, 'sys_never'), null)
+        const stored = await tdb.db.sql<{ definition: Record<string, unknown> }[]>`
+        select definition from systems where tenant_id = ${b} and system_id = 'sys_x'`
+        t.notOk('systemId' in (stored[0]?.definition ?? {}), 'the id is the row key, not in the definition')
+      },
+    )
+
     t.test('a transaction sees its own writes and rolls back as a unit', async (t) => {
       const a = await tenant()
       await sor

@@ -61,3 +61,45 @@ t.test(
     })
   },
 )
+
+/**
+ * Issue 14: the kill switch stops reads too, where they would carry the injected credential:
+ * a revoked agent must not keep reading the upstream as the enrolled identity. Pub/sub is
+ * suppressed, so only the commit-time version check can tell the proxies.
+ */
+t.test('a revoked agent reads nothing through the proxy with the injected credential', async (t) => {
+  const fleet = await startFleet(t, { proxies: 2, deaf: true })
+  const [a, b] = fleet.proxies.map((p) => p.port) as [number, number]
+  const sponsor = { bearer: fleet.tenant.sponsorToken }
+  // A second system that injects nothing: its reads are the agent's own, and still pass.
+  const open = await fleet.api.post(
+    '/v1/systems',
+    { systemId: 'sys_open', upstream: fleet.upstream.origin, routes: [] },
+    { bearer: fleet.tenant.apiKey },
+  )
+  t.equal(open.status, 201)
+  const read = (port: number, system = 'sys_billing') =>
+    agentRequest(port, { method: 'GET', path: `/${system}/v1/report` })
+  for (let i = 0; i < 20; i++) {
+    const [okA, okB] = await Promise.all([read(a), read(b)])
+    if (okA.status !== 200 || okB.status !== 200)
+      t.fail(`round ${i}: before revoke ${okA.status}/${okB.status}`)
+    const before = fleet.upstream.received.length
+    const target = i % 2 === 0 ? { all: true } : { keyId: fleet.agent.keyId }
+    t.equal((await fleet.api.post('/v1/revoke', target, sponsor)).status, 200)
+    for (const r of await Promise.all([read(a), read(b)])) {
+      if (r.status !== 403 || r.json().code !== 'revoked')
+        t.fail(`round ${i}: after revoke ${r.status} ${r.body}`)
+      t.equal(r.json().barred, i % 2 === 0 ? 'sponsor_revoked_tenant' : 'sponsor_revoked_key')
+    }
+    t.equal(
+      fleet.upstream.received.length,
+      before,
+      `round ${i}: no read reached the upstream with the credential`,
+    )
+    const plain = await read(a, 'sys_open')
+    t.equal(plain.status, 200, 'a read that carries no injected credential is the agent’s own')
+    t.equal(fleet.upstream.received.at(-1)?.headers.authorization, undefined)
+    t.equal((await fleet.api.post('/v1/reinstate', target, sponsor)).status, 200)
+  }
+})

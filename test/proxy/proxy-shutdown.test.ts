@@ -3,7 +3,6 @@ import { createServer, type Socket } from 'node:net'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest } from '../helpers/proxy.js'
-import { billingSystems } from '../helpers/proxy-fixtures.js'
 
 /**
  * In the single-process default the control plane waits for the proxy to close before it shuts
@@ -21,8 +20,7 @@ t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_
     tcp.close()
   })
   const { upstream, proxy } = await startBillingProxy(t, {
-    systems: (origin) => ({ ...billingSystems(origin), passthrough: [`127.0.0.1:${tcpPort}`] }),
-    proxy: { upstreamTimeoutMs: 120_000 },
+    proxy: { upstreamTimeoutMs: 120_000, passthrough: [`127.0.0.1:${tcpPort}`] },
   })
   upstream.behaviour = () => {} // never answers
 

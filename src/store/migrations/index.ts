@@ -2,6 +2,7 @@ import * as m0001 from './0001-identity.js'
 import * as m0002 from './0002-decision-state.js'
 import * as m0003 from './0003-audit.js'
 import * as m0004 from './0004-actions.js'
+import * as m0005 from './0005-systems.js'
 
 export interface Migration {
   readonly version: number
@@ -15,4 +16,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 2, name: 'decision-state', up: m0002.up },
   { version: 3, name: 'audit', up: m0003.up },
   { version: 4, name: 'actions', up: m0004.up },
+  { version: 5, name: 'systems', up: m0005.up },
 ]

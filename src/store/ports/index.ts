@@ -10,10 +10,12 @@ import type {
   VerbStore,
 } from './decision-state.js'
 import type { InviteStore, KeyStore, PrincipalStore, TenantStore, TotpStore } from './identity.js'
+import type { SystemStore } from './systems.js'
 
 export type * from './audit.js'
 export type * from './decision-state.js'
 export type * from './identity.js'
+export type * from './systems.js'
 
 /** Every system-of-record store, bound to one connection or transaction. */
 export interface Stores {
@@ -31,6 +33,7 @@ export interface Stores {
   actions: ActionStore
   sandbox: SandboxGrantStore
   badgeTokens: BadgeTokenStore
+  systems: SystemStore
 }
 
 /** The unit of work: plain stores, or stores bound to one transaction. */

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
@@ -9,8 +9,8 @@ export type DatabaseKind = 'postgres' | 'pglite-disk' | 'pglite-memory'
 
 export type DatabaseTarget =
   | { kind: 'postgres'; url: string; maxConnections?: number }
-  | { kind: 'pglite-disk'; dir: string }
-  | { kind: 'pglite-memory' }
+  | { kind: 'pglite-disk'; dir: string; initialState?: Blob }
+  | { kind: 'pglite-memory'; initialState?: Blob }
 
 /** An open system-of-record connection. `sql` is the `postgres` driver whatever the backend. */
 export interface Database {
@@ -84,7 +84,14 @@ async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>)
   let server: PGLiteSocketServer | undefined
   const sockDir = mkdtempSync(join(tmpdir(), 'writegate-pglite-'))
   try {
-    db = await PGlite.create(target.kind === 'pglite-disk' ? target.dir : 'memory://')
+    // A fresh cluster is created by initdb (seconds under WASM); `initialState`, a data directory
+    // dumped from a fresh cluster, skips it. The tests use one; a new directory is initdb'd.
+    const fresh = target.kind === 'pglite-memory' || !existsSync(join(target.dir, 'PG_VERSION'))
+    const loadDataDir = fresh ? target.initialState : undefined
+    db = await PGlite.create(
+      target.kind === 'pglite-disk' ? target.dir : 'memory://',
+      loadDataDir ? { loadDataDir } : {},
+    )
     // PGlite is one session, and its socket ignores start-up parameters: set it here instead.
     await db.exec(`set plan_cache_mode = ${PLAN_CACHE_MODE}`)
     const path = join(sockDir, '.s.PGSQL.5432')

@@ -5,6 +5,7 @@ import type { Environment } from '../../core/verbs.js'
 import type { SnapshotSource } from '../ports/decision-state.js'
 import type { Database } from './connect.js'
 import { toLayer } from './policy-store.js'
+import { createSystemStore } from './system-store.js'
 import { createVerbStore } from './verb-store.js'
 
 /**
@@ -23,6 +24,7 @@ export function createSnapshotSource(db: Database): SnapshotSource {
                                  where tenant_id = ${tenantId}`
         ).map((r) => toLayer(r as never))
         const verbs = await createVerbStore(tx).list(tenantId)
+        const systems = await createSystemStore(tx).list(tenantId)
         const principals = await tx<
           { id: string; name: string; disabled: boolean; deleted_at: number | null }[]
         >`
@@ -84,6 +86,7 @@ export function createSnapshotSource(db: Database): SnapshotSource {
               expiresAt: Number(g.expires_at),
             }),
           ),
+          systems,
         }
         for (const l of layers) {
           if (l.scope === 'tenant') snapshot.policies.tenant = layer(l)

@@ -12,6 +12,7 @@ import { createReceiptStore } from './receipt-store.js'
 import { createRosterStore } from './roster-store.js'
 import { createSandboxGrantStore } from './sandbox-grant-store.js'
 import type { SqlHandle } from './sql-handle.js'
+import { createSystemStore } from './system-store.js'
 import { createTenantStore } from './tenant-store.js'
 import { createTotpStore } from './totp-store.js'
 import { createVerbStore } from './verb-store.js'
@@ -32,6 +33,7 @@ export function createStores(sql: SqlHandle): Stores {
     actions: createActionStore(sql),
     sandbox: createSandboxGrantStore(sql),
     badgeTokens: createBadgeTokenStore(sql),
+    systems: createSystemStore(sql),
   }
 }
 

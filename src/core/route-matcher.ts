@@ -1,4 +1,4 @@
-import type { SystemRoute } from '../config/systems.js'
+import type { SystemRoute } from './enrolled-system.js'
 import { compilePathPattern, fillTemplate } from './path-pattern.js'
 
 export interface RouteMatch {

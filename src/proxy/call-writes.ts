@@ -1,0 +1,231 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { SystemRecord } from '../core/enrolled-system.js'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { standingOf } from '../core/evaluate.js'
+import type { Environment } from '../core/verbs.js'
+import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
+import { BodyTooLarge, readBody } from '../node-http/read-body.js'
+import type { Logger } from '../observability/logger.js'
+import type { KeyRef } from '../store/ports/hot-store.js'
+import type { CallProtocol, CallRefusal, CallRequest } from './call-protocol.js'
+import { type LocalSystems, type ProxyContext, planCall } from './request-plan.js'
+import type { ParsedTarget } from './request-target.js'
+
+type Credential = { header: string; value: string }
+
+export interface CallWritesDeps {
+  writes: GatedWrites
+  protocols: Partial<Record<'mcp' | 'graphql', CallProtocol<unknown>>>
+  environment: Environment | null
+  /** MCP and GraphQL bodies are read whole to be decided; larger ones are refused (413). */
+  maxBodyBytes: number
+  logger: Logger
+  /** gate-proxy's own: the resolved credential, or false once it has answered 503. */
+  credentialFor(
+    res: ServerResponse,
+    system: SystemRecord,
+    extra?: Record<string, unknown>,
+  ): Credential | null | false
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    system: SystemRecord,
+    credential: Credential | null,
+    path: string,
+    receiptId: string | null,
+    buffered: Buffer,
+  ): void
+  send(res: ServerResponse, status: number, contentType: string, body: string): void
+  continueIfExpected(req: IncomingMessage, res: ServerResponse): void
+}
+
+export interface CallRequestContext {
+  req: IncomingMessage
+  res: ServerResponse
+  tenant: KeyRef
+  local: LocalSystems
+  target: Extract<ParsedTarget, { ok: true }>
+  method: string
+  system: SystemRecord
+  protocol: 'mcp' | 'graphql'
+  grantId: string | null
+}
+
+/**
+ * A request to a body-aware endpoint (MCP, GraphQL): read its body, read the calls out of it,
+ * and decide each through the one gated-write step, in order. Only if every call is ALLOW is
+ * the request forwarded (the bytes as sent, with the injected credential); the first call that
+ * is not stops the rest, and the whole request is answered in the protocol's terms. Nothing is
+ * forwarded in part. Reads (queries, `tools/list`, notifications) pass per the system's read
+ * policy, with the key's standing checked when they would carry the credential.
+ */
+export function createCallWrites(deps: CallWritesDeps) {
+  const { writes, logger } = deps
+
+  return async function handleCalls(ctx: CallRequestContext): Promise<void> {
+    const { req, res, tenant, local, target, method, protocol: kind } = ctx
+    const protocol = deps.protocols[kind]
+    // The schema enrols only kinds this build reads; an unknown one is never forwarded.
+    if (!protocol) {
+      deps.send(
+        res,
+        ERRORS.unreadableCall.status,
+        'application/json',
+        JSON.stringify({
+          error: `this build does not read ${kind} requests`,
+          code: ERRORS.unreadableCall.code,
+        }),
+      )
+      return
+    }
+    let credential = deps.credentialFor(res, ctx.system)
+    if (credential === false) return
+    let body: Buffer
+    try {
+      deps.continueIfExpected(req, res)
+      body = await readBody(req, deps.maxBodyBytes)
+    } catch (err) {
+      if (err instanceof BodyTooLarge) {
+        deps.send(
+          res,
+          413,
+          'application/json',
+          JSON.stringify({
+            error: 'request body too large to decide',
+            code: ERRORS.payloadTooLarge.code,
+            limit: deps.maxBodyBytes,
+          }),
+        )
+        return
+      }
+      logger.info({ err, system: ctx.system.systemId }, 'client went away before its request body was read')
+      res.destroy()
+      return
+    }
+    const request: CallRequest = {
+      method,
+      pathWithQuery: target.path,
+      contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : '',
+      body,
+    }
+    const refuse = (refusal: CallRefusal<unknown>, calls: readonly unknown[]) => {
+      const r = protocol.render(refusal, calls, request)
+      deps.send(res, r.status, r.contentType, r.body)
+    }
+    const refusal = (
+      def: ErrorDef,
+      error: string,
+      detail: Record<string, unknown> = {},
+      call: unknown = null,
+    ) => ({
+      kind: 'refused' as const,
+      def,
+      error,
+      detail,
+      call,
+    })
+    const read = protocol.read(request)
+    if (!read.ok)
+      return refuse(refusal(ERRORS.unreadableCall, `the gate cannot read this request: ${read.problem}`), [])
+    const { calls } = read
+    if (read.reads > 0 && ctx.system.reads === 'gate')
+      return refuse(refusal(ERRORS.unmappedCall, 'unmapped read (reads are gated for this system)'), calls)
+
+    const base = {
+      tenantId: tenant.tenantId,
+      keyId: tenant.keyId,
+      environment: deps.environment,
+      grantId: ctx.grantId,
+      via: kind,
+      verb: '',
+      target: null,
+      systemId: null,
+      recorder: 'hot' as const,
+    }
+    const receipts: string[] = []
+    let system = ctx.system
+    for (const call of calls) {
+      const write: GatedWrite<ProxyContext> = {
+        ...base,
+        chargeQuota: true,
+        plan: (snap) => planCall(snap, local, target, method, kind, (s) => protocol.map(s, call)),
+        request: () => ({ method, path: target.path }),
+        detail: (plan) => ({
+          systemVersion: (plan.context as Extract<ProxyContext, { kind: 'write' }>).system.version,
+          ...protocol.describe(call),
+        }),
+        stage: (outcome, plan, checkReceiptId, at) =>
+          protocol.stage(
+            call,
+            calls,
+            {
+              tenantId: tenant.tenantId,
+              systemId: plan.systemId ?? ctx.system.systemId,
+              verb: outcome.verb,
+              target: plan.target,
+              environment: deps.environment,
+              principalId: outcome.principalId ?? '',
+              principalName: outcome.principalName,
+              keyId: tenant.keyId,
+              stateVersion: outcome.policyVersion,
+              checkReceiptId,
+              at,
+            },
+            { method, path: target.path, contentType: request.contentType || null, body },
+          ),
+      }
+      const answer = await writes.run(write)
+      if (answer.kind === 'refused')
+        return refuse(
+          refusal(answer.refusal.def, answer.refusal.def.message, answer.refusal.detail, call),
+          calls,
+        )
+      if (answer.kind === 'settled') {
+        const c = answer.context
+        return refuse(
+          c.kind === 'refused'
+            ? refusal(c.def, c.error, {}, call)
+            : refusal(ERRORS.gateUnavailable, ERRORS.gateUnavailable.message),
+          calls,
+        )
+      }
+      if (answer.decision !== 'ALLOW') return refuse({ kind: 'decided', answer, call }, calls)
+      receipts.push(answer.receiptId)
+      system = (answer.context as Extract<ProxyContext, { kind: 'write' }>).system
+    }
+
+    if (calls.length === 0) {
+      // Nothing written: a read. With the credential, only while the key may act, judged
+      // under the tenant's current version.
+      const checked = await writes.run<ProxyContext>({
+        ...base,
+        chargeQuota: false,
+        plan: (_snap) => ({
+          kind: 'settle',
+          confirm: ctx.system.credential !== undefined,
+          context: { kind: 'pass', system: ctx.system, path: target.path },
+        }),
+      })
+      if (checked.kind !== 'settled')
+        return refuse(refusal(ERRORS.gateUnavailable, ERRORS.gateUnavailable.message), calls)
+      if (credential) {
+        const barred = standingOf(checked.snapshot, tenant.keyId)
+        if (barred)
+          return refuse(refusal(ERRORS.revoked, ERRORS.revoked.message, { barred: barred.reason }), calls)
+      }
+    } else if (system !== ctx.system) {
+      // The system changed while its calls were decided: inject what the deciding version names.
+      credential = deps.credentialFor(res, system, { receiptId: receipts[0] })
+      if (credential === false) return
+    }
+    deps.forward(
+      req,
+      res,
+      system,
+      credential,
+      target.path,
+      receipts.length > 0 ? receipts.join(', ') : null,
+      body,
+    )
+  }
+}

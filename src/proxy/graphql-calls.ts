@@ -1,0 +1,167 @@
+import {
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  Kind,
+  type OperationDefinitionNode,
+  parse,
+  type SelectionSetNode,
+  valueFromASTUntyped,
+} from 'graphql'
+import { fillText } from '../actions/param-template.js'
+import type { GraphqlBinding } from '../core/enrolled-system.js'
+import { globMatcher } from './call-glob.js'
+
+/** One root mutation field a GraphQL request would execute: what the gate decides. */
+export interface GraphqlCall {
+  /** The field's name on the Mutation type (never its alias). */
+  field: string
+  /** Its arguments with the request's variables substituted. */
+  args: Record<string, unknown>
+}
+
+export type GraphqlRequest =
+  | { ok: true; mutations: GraphqlCall[]; reads: number }
+  | { ok: false; problem: string }
+
+const MAX_DOCUMENTS = 32
+const MAX_FRAGMENT_DEPTH = 32
+
+interface Operation {
+  query: string
+  variables: Record<string, unknown>
+}
+
+function operationsOf(
+  method: string,
+  pathWithQuery: string,
+  contentType: string,
+  body: Buffer | null,
+): Operation[] | string {
+  if (method === 'GET') {
+    const params = new URL(pathWithQuery, 'http://gate.invalid').searchParams
+    const query = params.get('query')
+    if (query === null) return 'a GET request carries no query parameter'
+    let variables: unknown = {}
+    const raw = params.get('variables')
+    if (raw !== null) {
+      try {
+        variables = JSON.parse(raw)
+      } catch {
+        return 'variables is not JSON'
+      }
+    }
+    return [{ query, variables: isObject(variables) ? variables : {} }]
+  }
+  const text = (body ?? Buffer.alloc(0)).toString('utf8')
+  if (/^application\/graphql\b/i.test(contentType)) return [{ query: text, variables: {} }]
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    return 'the body is not JSON'
+  }
+  const entries = Array.isArray(json) ? json : [json]
+  if (entries.length === 0 || entries.length > MAX_DOCUMENTS)
+    return `a batch holds 1 to ${MAX_DOCUMENTS} operations`
+  const ops: Operation[] = []
+  for (const e of entries) {
+    if (!isObject(e)) return 'an operation is not an object'
+    if (typeof e.query !== 'string')
+      // A persisted query names a document by its hash; the gate cannot read what it would run.
+      return isObject(e.extensions) && 'persistedQuery' in e.extensions
+        ? 'a persisted query the gate cannot resolve (send the document itself)'
+        : 'an operation has no query'
+    ops.push({ query: e.query, variables: isObject(e.variables) ? e.variables : {} })
+  }
+  return ops
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v)
+}
+
+/**
+ * Every root mutation field of every mutation operation in the document, whatever
+ * `operationName` says: a server runs one operation, but which one is its reading of the
+ * request, and a gate that decided only the one it thought would run could be told another.
+ * Fields reached through fragments (named or inline) are root fields too; aliases are read
+ * through to the field; `__typename` is not a write.
+ */
+function rootMutations(doc: DocumentNode, variables: Record<string, unknown>): GraphqlCall[] | string {
+  const fragments = new Map<string, FragmentDefinitionNode>()
+  for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d)
+  const calls: GraphqlCall[] = []
+  const walk = (set: SelectionSetNode, depth: number): string | null => {
+    if (depth > MAX_FRAGMENT_DEPTH) return 'fragments nest too deep'
+    for (const sel of set.selections) {
+      if (sel.kind === Kind.FIELD) {
+        if (sel.name.value.startsWith('__')) continue
+        const args: Record<string, unknown> = {}
+        for (const a of sel.arguments ?? []) args[a.name.value] = valueFromASTUntyped(a.value, variables)
+        calls.push({ field: sel.name.value, args })
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) {
+        const problem = walk(sel.selectionSet, depth + 1)
+        if (problem) return problem
+      } else {
+        const f = fragments.get(sel.name.value)
+        if (!f) return `fragment ${sel.name.value} is not defined`
+        const problem = walk(f.selectionSet, depth + 1)
+        if (problem) return problem
+      }
+    }
+    return null
+  }
+  for (const d of doc.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION || (d as OperationDefinitionNode).operation !== 'mutation')
+      continue
+    const problem = walk(d.selectionSet, 0)
+    if (problem) return problem
+  }
+  return calls
+}
+
+/**
+ * What a GraphQL request would write, read with the reference parser (`graphql`): its root
+ * mutation fields, and how many read operations (queries, subscriptions) it holds. A request
+ * the gate cannot read fully (a persisted query, a document that does not parse, a mutation
+ * sent by GET) is refused rather than guessed at.
+ */
+export function readGraphqlRequest(req: {
+  method: string
+  pathWithQuery: string
+  contentType: string
+  body: Buffer | null
+}): GraphqlRequest {
+  const ops = operationsOf(req.method, req.pathWithQuery, req.contentType, req.body)
+  if (typeof ops === 'string') return { ok: false, problem: ops }
+  const mutations: GraphqlCall[] = []
+  let reads = 0
+  for (const op of ops) {
+    let doc: DocumentNode
+    try {
+      doc = parse(op.query, { noLocation: true, maxTokens: 50_000 })
+    } catch (err) {
+      return { ok: false, problem: `the document does not parse: ${(err as Error).message.split('\n')[0]}` }
+    }
+    for (const d of doc.definitions)
+      if (d.kind === Kind.OPERATION_DEFINITION && d.operation !== 'mutation') reads++
+    const found = rootMutations(doc, op.variables)
+    if (typeof found === 'string') return { ok: false, problem: found }
+    // A mutation by GET would be a write some servers run and others refuse: refused here.
+    if (found.length > 0 && req.method === 'GET') return { ok: false, problem: 'a mutation sent by GET' }
+    mutations.push(...found)
+  }
+  return { ok: true, mutations, reads }
+}
+
+/** The verb (and target) a system maps a mutation field to: the first route whose field (or glob) matches. */
+export function mapGraphqlCall(
+  binding: GraphqlBinding,
+  call: GraphqlCall,
+): { verb: string; target: string | null } | null {
+  for (const r of binding.mutations) {
+    if (!globMatcher(r.field)(call.field)) continue
+    return { verb: r.verb, target: r.target === undefined ? null : fillText(r.target, { params: call.args }) }
+  }
+  return null
+}

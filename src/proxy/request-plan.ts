@@ -1,0 +1,160 @@
+import type { SystemRecord } from '../core/enrolled-system.js'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
+import type { CompiledSnapshot, CompiledSystem } from '../core/snapshot.js'
+import type { Plan } from '../gate/gate.js'
+import type { ParsedTarget } from './request-target.js'
+
+/** What gate-proxy does with a request, read under one snapshot of its tenant. */
+export type ProxyContext =
+  /** Refused before any decision: nothing forwarded, no receipt. */
+  | { kind: 'refused'; def: ErrorDef; error: string }
+  /** An ungated read: forwarded (after a standing check when it carries a credential). */
+  | { kind: 'pass'; system: SystemRecord; path: string }
+  /** A write (or a gated read) mapped to a verb by the system's routes: decided, then forwarded on ALLOW. */
+  | { kind: 'write'; system: SystemRecord; path: string }
+  /** A request to an MCP or GraphQL endpoint: its body must be read, and each call in it decided. */
+  | { kind: 'calls'; system: SystemRecord; path: string; protocol: 'mcp' | 'graphql' }
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+export function isRead(method: string): boolean {
+  return READS.has(method)
+}
+
+/**
+ * Systems a proxy serves besides its tenant's enrolled ones: those of a deprecated route
+ * table file. The tenant's own enrolled system wins where both have an id.
+ */
+export interface LocalSystems {
+  byId(systemId: string): CompiledSystem | undefined
+  onHost(hostname: string): readonly CompiledSystem[]
+  all(): readonly CompiledSystem[]
+}
+
+export const NO_LOCAL_SYSTEMS: LocalSystems = { byId: () => undefined, onHost: () => [], all: () => [] }
+
+function defaultPort(s: SystemRecord): number {
+  const u = new URL(s.upstream)
+  return Number(u.port || (u.protocol === 'https:' ? 443 : 80))
+}
+
+/**
+ * The system a request names. By host (forward and transparent mode), a request port must be
+ * the upstream's own, or absent, 80 (agents talk plain HTTP to the proxy, which speaks the
+ * upstream's scheme) or 443 (an intercepted TLS connection).
+ */
+export function systemOf(
+  snap: CompiledSnapshot,
+  local: LocalSystems,
+  target: ParsedTarget,
+): CompiledSystem | undefined {
+  if (target.mode === 'reverse') return snap.system(target.systemId) ?? local.byId(target.systemId)
+  const fits = (s: CompiledSystem) =>
+    target.port === null || target.port === 80 || target.port === 443 || target.port === defaultPort(s.record)
+  return snap.systemsOnHost(target.hostname).find(fits) ?? local.onHost(target.hostname).find(fits)
+}
+
+const NOT_ENROLLED: ProxyContext = {
+  kind: 'refused',
+  def: ERRORS.notEnrolled,
+  error: ERRORS.notEnrolled.message,
+}
+
+/**
+ * The plan for one request under one snapshot: which of the tenant's systems it is for, and
+ * whether its route maps it to a verb. Only the proxy's own tenant's systems exist here, so
+ * an unknown system and another tenant's get the same answer (403 not_enrolled). Refusals
+ * are confirmed against the tenant's current version: a route or system added a moment ago
+ * must not be refused on an older table.
+ */
+export function planProxyRequest(
+  snap: CompiledSnapshot,
+  local: LocalSystems,
+  target: ParsedTarget,
+  method: string,
+): Plan<ProxyContext> {
+  const compiled = systemOf(snap, local, target)
+  if (!compiled) return { kind: 'settle', confirm: true, context: NOT_ENROLLED }
+  const system = compiled.record
+  const protocol = callProtocolOf(compiled, method, target.path)
+  if (protocol)
+    return { kind: 'settle', confirm: false, context: { kind: 'calls', system, path: target.path, protocol } }
+  const route = compiled.routes.match(method, target.path)
+  if (route)
+    return {
+      kind: 'decide',
+      verb: route.verb,
+      target: route.target,
+      systemId: system.systemId,
+      context: { kind: 'write', system, path: target.path },
+    }
+  if (isRead(method) && system.reads === 'pass')
+    return {
+      kind: 'settle',
+      // A read that carries the injected credential is refused once the key is revoked, so
+      // its standing is judged under the current version.
+      confirm: system.credential !== undefined,
+      context: { kind: 'pass', system, path: target.path },
+    }
+  return {
+    kind: 'settle',
+    confirm: true,
+    context: {
+      kind: 'refused',
+      def: ERRORS.unmappedRoute,
+      error: isRead(method) ? 'unmapped read (reads are gated for this system)' : 'unmapped write',
+    },
+  }
+}
+
+/**
+ * Whether a request goes to a body-aware endpoint: a POST to an MCP system's endpoint (its
+ * GET, an event stream, and DELETE, the end of a session, are plain requests), a POST or GET
+ * to a GraphQL system's.
+ */
+export function callProtocolOf(s: CompiledSystem, method: string, path: string): 'mcp' | 'graphql' | null {
+  if (!s.endpoint?.match(path.split('?')[0] as string)) return null
+  if (s.record.kind === 'mcp') return method === 'POST' ? 'mcp' : null
+  if (s.record.kind === 'graphql') return method === 'POST' || method === 'GET' ? 'graphql' : null
+  return null
+}
+
+/**
+ * The plan for one call of a body-aware request, under one snapshot: its system must still be
+ * there, of the same kind, and map the call to a verb; otherwise the whole request is refused.
+ */
+export function planCall<_Call>(
+  snap: CompiledSnapshot,
+  local: LocalSystems,
+  target: ParsedTarget,
+  method: string,
+  protocol: 'mcp' | 'graphql',
+  map: (system: SystemRecord) => { verb: string; target: string | null } | null,
+): Plan<ProxyContext> {
+  const compiled = systemOf(snap, local, target)
+  if (!compiled) return { kind: 'settle', confirm: true, context: NOT_ENROLLED }
+  if (callProtocolOf(compiled, method, target.path) !== protocol)
+    return {
+      kind: 'settle',
+      confirm: true,
+      context: {
+        kind: 'refused',
+        def: ERRORS.unmappedCall,
+        error: 'the system changed while the request was read: send it again',
+      },
+    }
+  const route = map(compiled.record)
+  if (!route)
+    return {
+      kind: 'settle',
+      confirm: true,
+      context: { kind: 'refused', def: ERRORS.unmappedCall, error: ERRORS.unmappedCall.message },
+    }
+  return {
+    kind: 'decide',
+    verb: route.verb,
+    target: route.target,
+    systemId: compiled.record.systemId,
+    context: { kind: 'write', system: compiled.record, path: target.path },
+  }
+}

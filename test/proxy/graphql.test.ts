@@ -1,0 +1,269 @@
+import { buildSchema } from 'graphql'
+import { createHandler } from 'graphql-http'
+import { generate } from 'otplib'
+import t from 'tap'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
+
+/**
+ * Issue 16: GraphQL mutations through gate-proxy, against a real GraphQL server (graphql-http
+ * over the reference `graphql` executor). Every root mutation field is decided; one that is
+ * not ALLOW refuses the whole request, which never reaches the server.
+ */
+
+const schema = buildSchema(`
+  input CreateIssueInput { repositoryId: ID!, title: String! }
+  type Issue { id: ID!, title: String! }
+  type Query { viewer: String }
+  type Mutation {
+    createIssue(input: CreateIssueInput!): Issue
+    closeIssue(id: ID!): Boolean
+    deleteRepository(id: ID!): Boolean
+    transferRepository(id: ID!, to: String!): Boolean
+  }
+`)
+
+t.test('GraphQL mutations through gate-proxy', async (t) => {
+  const executed: string[] = []
+  const rootValue = {
+    viewer: () => 'agent',
+    createIssue: ({ input }: { input: { repositoryId: string; title: string } }) => {
+      executed.push(`createIssue:${input.repositoryId}`)
+      return { id: 'I_1', title: input.title }
+    },
+    closeIssue: ({ id }: { id: string }) => {
+      executed.push(`closeIssue:${id}`)
+      return true
+    },
+    deleteRepository: ({ id }: { id: string }) => {
+      executed.push(`deleteRepository:${id}`)
+      return true
+    },
+    transferRepository: () => {
+      executed.push('transferRepository')
+      return true
+    },
+  }
+  const handle = createHandler({ schema, rootValue })
+  const bench = await startBillingProxy(t, {
+    systems: (origin) => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_github',
+          kind: 'graphql',
+          upstream: origin,
+          credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
+          reads: 'pass',
+          routes: [],
+          tools: [],
+          graphql: {
+            endpoint: '/graphql',
+            mutations: [
+              { field: 'createIssue', verb: 'verify', target: '{input.repositoryId}' },
+              { field: 'closeIssue', verb: 'refund', target: '{id}' },
+              { field: 'delete*', verb: 'repo.delete' },
+            ],
+          },
+        },
+      ],
+    }),
+    verbs: ['repo.delete'],
+  })
+  bench.upstream.behaviour = async (req, res, body) => {
+    const [text, init] = await handle({
+      url: req.url ?? '/',
+      method: req.method ?? 'GET',
+      headers: req.headers,
+      body: () => Promise.resolve(body.toString('utf8')),
+      raw: req,
+      context: undefined,
+    })
+    res.writeHead(init.status, init.statusText, init.headers as Record<string, string>).end(text)
+  }
+  const post = (payload: unknown, headers: Record<string, string> = {}) =>
+    agentRequest(bench.port, {
+      method: 'POST',
+      path: '/sys_github/graphql',
+      headers: { 'content-type': 'application/json', accept: 'application/json', ...headers },
+      body: JSON.stringify(payload),
+    })
+  const receipts = async () =>
+    (
+      await bench.cp.database.sql<{ body: string }[]>`select body from receipts
+        where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK' order by seq`
+    ).map((r) => JSON.parse(r.body))
+
+  t.test(
+    'ALLOW: forwarded with the injected credential, the server runs it, a receipt says so',
+    async (t) => {
+      const r = await post({
+        query: 'mutation($repo: ID!) { createIssue(input: {repositoryId: $repo, title: "x"}) { id } }',
+        variables: { repo: 'R_1' },
+      })
+      t.equal(r.status, 200)
+      t.same(r.json(), { data: { createIssue: { id: 'I_1' } } })
+      t.match(r.headers['x-writegate-receipt'], /^rcp_/)
+      t.same(executed, ['createIssue:R_1'])
+      t.equal(bench.upstream.received.at(-1)?.headers.authorization, 'Bearer up-secret')
+      t.match((await receipts()).at(-1), {
+        decision: 'ALLOW',
+        verb: 'verify',
+        target: 'R_1',
+        detail: { via: 'graphql', systemId: 'sys_github', graphql: { field: 'createIssue' } },
+      })
+    },
+  )
+
+  t.test('queries are reads: they pass', async (t) => {
+    const r = await post({ query: '{ viewer }' })
+    t.same(r.json(), { data: { viewer: 'agent' } })
+  })
+
+  t.test('DENY: a GraphQL error document with the receipt; the server never sees it', async (t) => {
+    const before = bench.upstream.received.length
+    const r = await post({ query: 'mutation { deleteRepository(id: "R_1") }' })
+    t.equal(r.status, 200)
+    t.match(r.json(), {
+      data: null,
+      errors: [
+        {
+          message: /denied by writegate: deleteRepository/,
+          extensions: {
+            code: 'denied',
+            decision: 'DENY',
+            verb: 'repo.delete',
+            reason: 'policy_deny',
+            receiptId: /^rcp_/,
+          },
+        },
+      ],
+    })
+    t.equal(bench.upstream.received.length, before)
+    t.notOk(executed.includes('deleteRepository:R_1'))
+  })
+
+  t.test(
+    'smuggling: aliases, fragments, operation names, batches and extra fields cannot slip a write past',
+    async (t) => {
+      const before = bench.upstream.received.length
+      const attempts: [string, unknown][] = [
+        ['an alias', { query: 'mutation { harmless: deleteRepository(id: "R_2") }' }],
+        [
+          'a named fragment',
+          { query: 'mutation { ...F } fragment F on Mutation { deleteRepository(id: "R_2") }' },
+        ],
+        ['an inline fragment', { query: 'mutation { ... on Mutation { deleteRepository(id: "R_2") } }' }],
+        [
+          'operationName naming the harmless operation',
+          {
+            query:
+              'mutation A { createIssue(input: {repositoryId: "R", title: "t"}) { id } } mutation B { deleteRepository(id: "R_2") }',
+            operationName: 'A',
+          },
+        ],
+        [
+          'two root fields',
+          {
+            query:
+              'mutation { createIssue(input: {repositoryId: "R", title: "t"}) { id } deleteRepository(id: "R_2") }',
+          },
+        ],
+        ['a batch', [{ query: '{ viewer }' }, { query: 'mutation { deleteRepository(id: "R_2") }' }]],
+        [
+          'a variable-less literal in a nested fragment',
+          {
+            query:
+              'mutation { ... on Mutation { ...G } } fragment G on Mutation { deleteRepository(id: "R_2") }',
+          },
+        ],
+      ]
+      for (const [name, payload] of attempts) {
+        const r = await post(payload)
+        t.match(r.json().errors?.[0]?.extensions, { decision: 'DENY', verb: 'repo.delete' }, name)
+      }
+      const unmapped = await post({ query: 'mutation { transferRepository(id: "R_2", to: "evil") }' })
+      t.match(
+        unmapped.json().errors[0].extensions,
+        { code: 'unmapped_call', field: 'transferRepository' },
+        'an unmapped field',
+      )
+      const get = await agentRequest(bench.port, {
+        method: 'GET',
+        path: `/sys_github/graphql?query=${encodeURIComponent('mutation { deleteRepository(id: "R_2") }')}`,
+      })
+      t.match(
+        get.json().errors[0],
+        { message: /a mutation sent by GET/, extensions: { code: 'unreadable_call' } },
+        'by GET',
+      )
+      const persisted = await post({
+        extensions: { persistedQuery: { version: 1, sha256Hash: 'a'.repeat(64) } },
+      })
+      t.match(persisted.json().errors[0], {
+        message: /persisted query/,
+        extensions: { code: 'unreadable_call' },
+      })
+      const broken = await post({ query: 'mutation { deleteRepository(id: ' })
+      t.match(
+        broken.json().errors[0].extensions,
+        { code: 'unreadable_call' },
+        'a document that does not parse',
+      )
+      const raw = await agentRequest(bench.port, {
+        method: 'POST',
+        path: '/sys_github/graphql',
+        headers: { 'content-type': 'application/graphql' },
+        body: 'mutation { deleteRepository(id: "R_2") }',
+      })
+      t.match(raw.json().errors[0].extensions, { decision: 'DENY' }, 'an application/graphql body')
+      t.equal(bench.upstream.received.length, before, 'none of them reached the server')
+      t.notOk(executed.some((e) => e.startsWith('deleteRepository') || e === 'transferRepository'))
+    },
+  )
+
+  t.test('STEP_UP: staged, refused with the action id, and replayed exactly on approval', async (t) => {
+    const payload = JSON.stringify({ query: 'mutation { closeIssue(id: "I_9") }' })
+    const r = await agentRequest(bench.port, {
+      method: 'POST',
+      path: '/sys_github/graphql',
+      headers: { 'content-type': 'application/json' },
+      body: payload,
+    })
+    const ext = r.json().errors[0].extensions
+    t.match(ext, { code: 'step_up_required', decision: 'STEP_UP', actionId: /^act_/, receiptId: /^rcp_/ })
+    t.notOk(executed.includes('closeIssue:I_9'))
+    const code = await generate({
+      secret: bench.tenant.totp.secret,
+      epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
+    })
+    const approved = await bench.api.post(
+      `/v1/agent/actions/${ext.actionId}/approve`,
+      { totpCode: code },
+      { bearer: bench.tenant.apiKey },
+    )
+    t.same([approved.status, approved.body.type], [200, 'executed'], JSON.stringify(approved.body))
+    t.same(approved.body.result.body, { data: { closeIssue: true } })
+    t.same(
+      executed.filter((e) => e === 'closeIssue:I_9'),
+      ['closeIssue:I_9'],
+      'run once, on approval',
+    )
+    const sent = bench.upstream.received.at(-1)
+    t.same(
+      [sent?.url, sent?.body.toString(), sent?.headers.authorization],
+      ['/graphql', payload, 'Bearer up-secret'],
+    )
+  })
+
+  t.test('a STEP_UP field among other writes cannot be staged alone: refused, nothing staged', async (t) => {
+    const r = await post({
+      query: 'mutation { closeIssue(id: "I_8") createIssue(input: {repositoryId: "R", title: "t"}) { id } }',
+    })
+    t.match(r.json().errors[0], {
+      message: /send it as the request's only mutation/,
+      extensions: { decision: 'STEP_UP', actionId: null },
+    })
+    t.notOk(executed.includes('closeIssue:I_8'))
+  })
+})

@@ -1,0 +1,96 @@
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { parseSettings } from '../../src/config/load.js'
+import { createCredentialResolver } from '../../src/systems/credential-resolver.js'
+
+const dir = mkdtempSync(join(tmpdir(), 'wg-cred-'))
+const allowed = join(dir, 'allowed')
+const other = join(dir, 'other')
+mkdirSync(allowed)
+mkdirSync(other)
+writeFileSync(join(allowed, 'token'), 'filesecret\n')
+writeFileSync(join(other, 'master.key'), 'not-for-injection')
+// A link inside the allowed directory that points out of it.
+symlinkSync(join(other, 'master.key'), join(allowed, 'escape'))
+
+const env = {
+  BILLING_TOKEN: 's3cret',
+  GITHUB_A: 'gh-a',
+  WRITEGATE_DATABASE_URL: 'postgres://u:pw@db/x',
+  BAD: 'a\r\nx: y',
+}
+
+t.test('a reference resolves only to a secret the process allows, with its prefix', async (t) => {
+  const r = createCredentialResolver({
+    env,
+    allow: { env: ['BILLING_TOKEN', 'GITHUB_*', 'BAD'], files: [allowed] },
+  })
+  t.same(r.resolve('ten_a', { header: 'Authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' }), {
+    ok: true,
+    header: 'authorization',
+    value: 'Bearer s3cret',
+  })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }), { ok: true, value: 'gh-a' })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'token') }), {
+    ok: true,
+    value: 'filesecret',
+  })
+  // An admin naming what the operator did not set aside gets nothing: no exfiltration of settings.
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'WRITEGATE_DATABASE_URL' }), {
+    ok: false,
+    problem:
+      /WRITEGATE_DATABASE_URL is not allowed by credentials\.allowEnv \(WRITEGATE_CREDENTIALS_ALLOW_ENV\)/,
+  })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(other, 'master.key') }), {
+    ok: false,
+    problem: /is not below a directory of credentials\.allowFiles/,
+  })
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'escape') }),
+    {
+      ok: false,
+      problem: /is not below a directory/,
+    },
+    'a symlink out of the allowed directory is followed, then refused',
+  )
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, '..', 'other', 'master.key') }),
+    { ok: false },
+  )
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_MISSING' }), {
+    ok: false,
+    problem: /GITHUB_MISSING is not set/,
+  })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BAD' }), {
+    ok: false,
+    problem: /line break/,
+  })
+})
+
+t.test('entries may be for one tenant; the operator file references are allowed as written', async (t) => {
+  const r = createCredentialResolver({
+    env,
+    allow: { env: ['ten_a:BILLING_TOKEN'], files: [] },
+    operatorRefs: [{ header: 'x', prefix: '', fromEnv: 'GITHUB_A' }],
+  })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }), { ok: true })
+  t.match(
+    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }),
+    { ok: false },
+    "another tenant cannot reach ten_a's secret",
+  )
+  t.match(r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }), { ok: true })
+})
+
+t.test("writegate's own settings cannot be allowed for injection", async (t) => {
+  for (const entry of ['WRITEGATE_DATABASE_URL', '*', 'W*', 'WRITEGATE_*', 'ten_a:WRITEGATE_REDIS_URL'])
+    t.throws(
+      () => parseSettings({ credentials: { allowEnv: [entry] } }),
+      /credentials\.allowEnv.*WRITEGATE_/,
+      entry,
+    )
+  for (const entry of ['WRITEGATE_CREDENTIAL_GITHUB', 'WRITEGATE_CREDENTIAL_*', 'BILLING_*', 'ten_a:X'])
+    t.doesNotThrow(() => parseSettings({ credentials: { allowEnv: [entry] } }), entry)
+})
