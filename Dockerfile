@@ -17,9 +17,15 @@ FROM node:26-trixie-slim AS runtime
 # image as root with NET_ADMIN; every other process runs as the unprivileged user below.
 RUN apt-get update && apt-get install -y --no-install-recommends iptables \
   && rm -rf /var/lib/apt/lists/*
+# The settings file listens on loopback only; a container listens on every interface (the
+# proxy on :: for both families). The chart sets these too, from its values.
 ENV NODE_ENV=production \
     WRITEGATE_CONFIG=/app/config/writegate.yaml \
-    WRITEGATE_DATA_DIR=/var/lib/writegate
+    WRITEGATE_DATA_DIR=/var/lib/writegate \
+    WRITEGATE_HOST=0.0.0.0 \
+    WRITEGATE_PROXY_HOST=:: \
+    WRITEGATE_METRICS_HOST=0.0.0.0 \
+    WRITEGATE_INJECTOR_HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force

@@ -64,6 +64,7 @@ function buildSnapshot(): TenantSnapshot {
       environment: null,
       expiresAt: 2_000_000_000,
     })),
+    systems: [],
   }
 }
 

@@ -24,6 +24,7 @@ const OPEN_OBJECTS = new Set([
   'controlPlane.nodeSelector',
   'controlPlane.affinity',
   'migrations.resources',
+  'systems.apply.resources',
   'injector.namespaceSelector',
   'injector.objectSelector',
   'injector.resources',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
@@ -5,6 +6,7 @@ import { newId } from '../core/ids.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
 import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
+import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 
 export const ACTION_TTL_SECONDS = 15 * 60
 
@@ -18,9 +20,99 @@ export interface StagedAction {
   receipt: ReceiptDraft
 }
 
+/** A request as the proxy received it, to be replayed byte for byte on approval (tool `@http`). */
+export interface StagedRequest {
+  method: string
+  path: string
+  contentType: string | null
+  /** The exact body, or null when it was not read (the state changed between prediction and decision). */
+  body: Buffer | null
+}
+
+/** Who and what a staged write is for: the decision's subject, as its receipts record it. */
+export interface StagedFor {
+  tenantId: string
+  systemId: string
+  verb: string
+  target: string | null
+  environment: string | null
+  principalId: string
+  principalName: string | null
+  keyId: string
+  stateVersion: number
+  checkReceiptId: string
+  at: number
+}
+
+/**
+ * A STEP_UP write the proxy (HTTP or a body-aware route) stages: the pending action holds the
+ * exact bytes to replay; its ACTION_STAGED receipt records only their digest and size.
+ */
+export function stageHttpRequest(
+  f: StagedFor,
+  request: StagedRequest,
+  extraDetail: Record<string, unknown> = {},
+): StagedAction {
+  const bytes = request.body ?? Buffer.alloc(0)
+  const sha256 = createHash('sha256').update(bytes).digest('hex')
+  const actionId = newId('action')
+  const params: HttpReplayParams = {
+    method: request.method,
+    path: request.path,
+    contentType: request.contentType,
+    body: bytes.toString('base64'),
+    bodySha256: sha256,
+    bodyCaptured: request.body !== null,
+  }
+  const receipt = draft({
+    receiptId: newId('receipt'),
+    tenantId: f.tenantId,
+    kind: 'ACTION_STAGED',
+    createdAt: f.at,
+    verb: f.verb,
+    target: f.target,
+    environment: f.environment,
+    principalId: f.principalId,
+    principalName: f.principalName,
+    keyId: f.keyId,
+    policyVersion: f.stateVersion,
+    detail: {
+      actionId,
+      systemId: f.systemId,
+      tool: HTTP_REPLAY_TOOL,
+      request: {
+        method: params.method,
+        path: params.path,
+        contentType: params.contentType,
+        bodySha256: sha256,
+        bodyBytes: bytes.length,
+      },
+      ...extraDetail,
+      expiresAt: f.at + ACTION_TTL_SECONDS,
+      checkReceiptId: f.checkReceiptId,
+    },
+  })
+  const action: PendingAction = {
+    actionId,
+    tenantId: f.tenantId,
+    systemId: f.systemId,
+    tool: HTTP_REPLAY_TOOL,
+    params,
+    verb: f.verb,
+    target: f.target,
+    environment: f.environment,
+    principalId: f.principalId,
+    keyId: f.keyId,
+    stagedReceiptId: receipt.receiptId,
+    createdAt: f.at,
+    expiresAt: f.at + ACTION_TTL_SECONDS,
+  }
+  return { action, receipt }
+}
+
 export interface ActionStager {
   /** Resolves and validates a tool call before any decision is made (bad input writes no receipt). */
-  resolve(tenantId: string, call: ToolCall): ToolRef
+  resolve(tenantId: string, call: ToolCall): Promise<ToolRef>
   /** The pending action and its ACTION_STAGED receipt, for the caller to store in one transaction. */
   stage(input: {
     tenantId: string
@@ -43,8 +135,8 @@ export interface ActionStager {
 
 export function createActionStager(deps: { systems: SystemsRegistry; clock: Clock }): ActionStager {
   return {
-    resolve(tenantId, call) {
-      const ref = deps.systems.tool(tenantId, call.name)
+    async resolve(tenantId, call) {
+      const ref = await deps.systems.tool(tenantId, call.name)
       if (!ref) fail(ERRORS.unknownTool, { tool: call.name })
       const v = ref.validate(call.params)
       if (!v.ok) fail(ERRORS.invalidParams, { tool: call.name, issues: v.issues })

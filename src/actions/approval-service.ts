@@ -208,7 +208,7 @@ export function createApprovalService(deps: {
   }
 
   /** Step 1 for both kinds of action: a tool call (editable) or a proxy-staged request (not). */
-  function plan(action: PendingAction, input: ApprovalInput): WritePlan {
+  async function plan(action: PendingAction, input: ApprovalInput): Promise<WritePlan> {
     if (action.tool === HTTP_REPLAY_TOOL) {
       const issue = (message: string) =>
         fail(ERRORS.invalidParams, { tool: action.tool, issues: [{ path: '', message }] })
@@ -238,7 +238,7 @@ export function createApprovalService(deps: {
         },
       }
     }
-    const ref = systems.toolOf(action.tenantId, action.systemId, action.tool)
+    const ref = await systems.toolOf(action.tenantId, action.systemId, action.tool)
     if (!ref) fail(ERRORS.unknownTool, { tool: action.tool })
     const params = finalParams(ref, action, input.params)
     const target = (ref.tool.target ? fillText(ref.tool.target, { params }) : null) ?? action.target
@@ -349,7 +349,7 @@ export function createApprovalService(deps: {
     outcome: Outcome,
     executeReceiptId: string,
   ): Promise<{ revertActionId: string | null; revertMessage: string | null }> {
-    const plan = planRevert(systems, ref, params, result)
+    const plan = await planRevert(systems, ref, params, result)
     if (plan.kind === 'none') return { revertActionId: null, revertMessage: null }
     if (plan.kind === 'impossible')
       return { revertActionId: null, revertMessage: `No undo was staged: ${plan.tool} ${plan.problem}.` }
@@ -400,7 +400,7 @@ export function createApprovalService(deps: {
     async approve(caller, actionId, input) {
       const action = await live(caller.tenantId, actionId)
       // 1. Edits, re-validated; the target follows the params when the tool templates it.
-      const { ref, params, target, request, detail } = plan(action, input)
+      const { ref, params, target, request, detail } = await plan(action, input)
 
       // 2. The policy, again, for the agent's key: no quota is charged for a re-check.
       const gateReq: GateRequest = {

@@ -1,7 +1,7 @@
 import { sha256Hex } from '../core/secret-hash.js'
 import { UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath } from '../execute/upstream-url.js'
-import { HTTP_REPLAY_TOOL, type HttpReplayParams } from '../proxy/staged-request.js'
+import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
 
 export { HTTP_REPLAY_TOOL }
 

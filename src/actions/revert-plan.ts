@@ -12,16 +12,15 @@ export type RevertPlan =
  * param filled from its template over the original params and the upstream's JSON answer,
  * and checked against the revert tool's schema like any staged call.
  */
-export function planRevert(
+export async function planRevert(
   systems: SystemsRegistry,
   original: ToolRef,
   params: Record<string, unknown>,
   result: unknown,
-): RevertPlan {
+): Promise<RevertPlan> {
   const revert = original.tool.revert
   if (!revert) return { kind: 'none' }
-  const tenantId = original.system.tenantId ?? ''
-  const ref = systems.toolOf(tenantId, original.system.systemId, revert.tool)
+  const ref = await systems.toolOf(original.system.tenantId, original.system.systemId, revert.tool)
   if (!ref) return { kind: 'impossible', tool: revert.tool, problem: `no tool ${revert.tool} is enrolled` }
   const out: Record<string, unknown> = {}
   for (const [name, template] of Object.entries(revert.params)) {

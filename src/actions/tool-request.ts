@@ -1,4 +1,4 @@
-import type { SystemTool } from '../config/systems.js'
+import type { SystemTool } from '../core/enrolled-system.js'
 import { checkUpstreamPath, fillPathTemplate } from '../execute/upstream-url.js'
 
 export interface ToolRequest {

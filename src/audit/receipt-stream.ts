@@ -22,6 +22,14 @@ export interface ReceiptStream {
   readonly done: Promise<void>
 }
 
+/** The headers a receipt stream opens with (and a HEAD of it answers with). */
+export const RECEIPT_STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-store',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+} as const
+
 /**
  * One Server-Sent Events stream of a tenant's receipts after `cursor`. The cursor is the
  * only state: every read is `seq > cursor` from the receipts table, and the cursor moves
@@ -44,12 +52,7 @@ export function startReceiptStream(
     finish = resolve
   })
 
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-store',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  })
+  res.writeHead(200, RECEIPT_STREAM_HEADERS)
   // Clients reconnect after 1 s; the comment makes the headers leave at once.
   res.write('retry: 1000\n: stream open\n\n')
 
@@ -63,7 +66,12 @@ export function startReceiptStream(
       (ok) => {
         if (stopped) return
         if (ok) res.write(': keepalive\n\n')
-        else res.end()
+        else {
+          // Stopped now, not at 'close': a client that reads slowly delays that, and the next
+          // keepalive would write after the end.
+          res.end()
+          stop()
+        }
       },
       // Cannot tell (a store blip): keep the stream, ask again next time.
       () => {

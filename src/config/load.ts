@@ -13,6 +13,10 @@ export class ConfigError extends Error {
 
 export const DEFAULT_CONFIG_PATH = 'config/writegate.yaml'
 
+/** A variable that is set must say something; to take the file's value or the default, unset it. */
+export const SET_BUT_EMPTY =
+  'the variable is set but empty (unset it to use the settings file or the default)'
+
 /** Environment variable → settings path (contract §10, plus the ones this project adds). */
 export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> = {
   WRITEGATE_PORT: { path: ['server', 'port'] },
@@ -25,6 +29,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_PROXY_API_KEY_FILE: { path: ['proxy', 'apiKeyFile'] },
   WRITEGATE_PROXY_ENVIRONMENT: { path: ['proxy', 'environment'] },
   WRITEGATE_METRICS_PORT: { path: ['metrics', 'port'] },
+  WRITEGATE_METRICS_HOST: { path: ['metrics', 'host'] },
   WRITEGATE_DATABASE_URL: { path: ['database', 'url'] },
   WRITEGATE_DATA_DIR: { path: ['dataDir'] },
   WRITEGATE_REDIS_URL: { path: ['redis', 'url'] },
@@ -43,6 +48,9 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_AUDIT_SIGNING_KEY_FILE: { path: ['audit', 'signingKeyFile'] },
   WRITEGATE_AUDIT_CHECKPOINT_INTERVAL_SECONDS: { path: ['audit', 'checkpointIntervalSeconds'] },
   WRITEGATE_SCANNER_PUBLIC_KEY_FILE: { path: ['manifests', 'scannerPublicKeyFile'] },
+  WRITEGATE_PROXY_PASSTHROUGH: { path: ['proxy', 'passthrough'], list: true },
+  WRITEGATE_CREDENTIALS_ALLOW_ENV: { path: ['credentials', 'allowEnv'], list: true },
+  WRITEGATE_CREDENTIALS_ALLOW_FILES: { path: ['credentials', 'allowFiles'], list: true },
 }
 
 function setPath(target: Record<string, unknown>, path: string[], value: unknown): void {
@@ -51,16 +59,28 @@ function setPath(target: Record<string, unknown>, path: string[], value: unknown
     const next = node[key]
     if (next === undefined || next === null) node[key] = {}
     else if (typeof next !== 'object' || Array.isArray(next)) {
-      throw new ConfigError(`invalid setting ${path.join('.')}: ${key} is not a mapping in the config file`)
+      throw new ConfigError(
+        `invalid setting ${describeSetting(path)}: ${key} is not a mapping in the config file`,
+      )
     }
     node = node[key] as Record<string, unknown>
   }
   node[path.at(-1) as string] = value
 }
 
+/** The variable that sets a setting; an element of a list setting (`server.trustProxy.0`) is set by the list's. */
 function envNameFor(path: (string | number | symbol)[]): string | undefined {
   const joined = path.map(String).join('.')
-  return Object.entries(ENV_OVERRIDES).find(([, o]) => o.path.join('.') === joined)?.[0]
+  const element = typeof path.at(-1) === 'number' ? path.slice(0, -1).map(String).join('.') : null
+  return Object.entries(ENV_OVERRIDES).find(
+    ([, o]) => o.path.join('.') === joined || (o.list === true && o.path.join('.') === element),
+  )?.[0]
+}
+
+/** A setting as messages name it: `server.port (WRITEGATE_PORT)`, or just the path when no variable sets it. */
+export function describeSetting(path: readonly (string | number | symbol)[]): string {
+  const env = envNameFor([...path])
+  return `${path.map(String).join('.')}${env ? ` (${env})` : ''}`
 }
 
 function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): string {
@@ -96,6 +116,8 @@ export function parseSettings(raw: Record<string, unknown>): Settings {
  */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const explicit = env.WRITEGATE_CONFIG
+  if (explicit !== undefined && explicit.trim() === '')
+    throw new ConfigError(`invalid setting WRITEGATE_CONFIG: ${SET_BUT_EMPTY}`)
   const file = explicit ?? DEFAULT_CONFIG_PATH
   let raw: Record<string, unknown> = {}
   if (existsSync(file)) {
@@ -119,17 +141,17 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   }
   for (const [name, o] of Object.entries(ENV_OVERRIDES)) {
     const value = env[name]
-    if (value === undefined || value === '') continue
-    setPath(
-      raw,
-      o.path,
-      o.list
-        ? value
-            .split(',')
-            .map((s) => s.trim())
-            .filter(Boolean)
-        : value,
-    )
+    if (value === undefined) continue
+    const list = o.list
+      ? value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : null
+    // `WRITEGATE_PORT=` must not quietly mean the default: the operator set it to something.
+    if (value.trim() === '' || list?.length === 0)
+      throw new ConfigError(`invalid setting ${describeSetting(o.path)}: ${SET_BUT_EMPTY}`)
+    setPath(raw, o.path, list ?? value)
   }
   return parseSettings(raw)
 }

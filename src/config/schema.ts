@@ -14,6 +14,9 @@ const num = (refine: (n: z.ZodNumber) => z.ZodNumber) =>
 
 const port = num((n) => n.int().min(0).max(65535))
 
+/** Where every listener binds unless told otherwise: nothing is reachable from the network by default. */
+export const LOOPBACK = '127.0.0.1'
+
 /** `loopback`, an IP address or a CIDR; handed to proxy-addr as fastify's trustProxy. */
 const trustEntry = z.string().refine(
   (s) => {
@@ -27,6 +30,21 @@ const trustEntry = z.string().refine(
   },
   { message: 'expected loopback, linklocal, uniquelocal, an IP address or a CIDR (prefix 1 or more)' },
 )
+
+/**
+ * An allowEnv entry may not reach writegate's own settings (the database URL, the Redis
+ * password): not `WRITEGATE_X`, nor a prefix that covers them (`*`, `WRITE*`), but for the
+ * `WRITEGATE_CREDENTIAL_` family, which exists for secrets to inject.
+ */
+function mayNameSecret(entry: string): boolean {
+  const name = entry.replace(/^ten_[A-Za-z0-9]+:/, '')
+  const own = 'WRITEGATE_'
+  if (name.endsWith('*')) {
+    const prefix = name.slice(0, -1)
+    return !own.startsWith(prefix) && (!prefix.startsWith(own) || prefix.startsWith('WRITEGATE_CREDENTIAL_'))
+  }
+  return !name.startsWith(own) || name.startsWith('WRITEGATE_CREDENTIAL_')
+}
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
 
@@ -64,7 +82,8 @@ const cidr = z.string().refine(
 /** The Kubernetes admission webhook that injects gate-proxy beside annotated agent pods. */
 const injectorSettings = z
   .object({
-    host: z.string().min(1).default('0.0.0.0'),
+    /** Loopback by default, like every listener; the chart sets 0.0.0.0 for the API server to reach it. */
+    host: z.string().min(1).default(LOOPBACK),
     port: port.default(8443),
     tls: z
       .object({
@@ -78,7 +97,8 @@ const injectorSettings = z
     /** Used when a pod does not name its own with writegate.io/routes or writegate.io/api-key-secret. */
     defaults: z
       .object({
-        routesConfigMap: objectName.default('writegate-routes'),
+        /** Deprecated: a routes ConfigMap for pods that name none; unset, a proxy gets no file (it serves its tenant's enrolled systems). */
+        routesConfigMap: objectName.optional(),
         proxySecret: objectName.default('writegate-proxy'),
       })
       .strict()
@@ -125,7 +145,11 @@ export const settingsSchema = z
   .object({
     server: z
       .object({
-        host: z.string().min(1).default('0.0.0.0'),
+        /**
+         * Loopback by default: key issuance needs no credential, so a quick start must not offer
+         * it to the network. The image and the chart listen on every interface explicitly.
+         */
+        host: z.string().min(1).default(LOOPBACK),
         port: port.default(8080),
         /** Client IPs are the socket address unless the peer is one of these (X-Forwarded-For is then honoured). */
         trustProxy: z.array(trustEntry).default([]),
@@ -136,8 +160,11 @@ export const settingsSchema = z
     proxy: z
       .object({
         port: port.default(15001),
-        /** `::` also accepts IPv4; the injector's iptables rules redirect both families here. */
-        host: z.string().min(1).default('::'),
+        /**
+         * Loopback by default. The injected sidecar listens on `::` (IPv4 too), where the
+         * injector's iptables rules redirect both families and the kubelet probes it.
+         */
+        host: z.string().min(1).default(LOOPBACK),
         /** The route table: an enrolled-systems file (src/config/systems.ts). */
         routesFile: z.string().min(1).optional(),
         /** File holding the agent-scoped API key the proxy acts as. */
@@ -148,13 +175,19 @@ export const settingsSchema = z
         upstreamTimeoutMs: num((n) => n.int().min(100).max(600000)).default(30000),
         /** A STEP_UP write is staged for approval with its body, up to this size. */
         maxStagedBodyBytes: num((n) => n.int().min(0).max(10485760)).default(1048576),
+        /** An MCP or GraphQL request body is read whole to decide its calls, up to this size (larger: 413). */
+        maxInspectedBodyBytes: num((n) => n.int().min(1024).max(10485760)).default(1048576),
+        /** Hosts (`host` or `host:port`) a CONNECT tunnel may reach, opaque and ungated. */
+        passthrough: z
+          .array(z.string().regex(/^[A-Za-z0-9.-]+(:\d+)?$/, { message: 'expected host or host:port' }))
+          .default([]),
       })
       .strict()
       .prefault({}),
     metrics: z
       .object({
         port: port.default(9464),
-        host: z.string().min(1).default('0.0.0.0'),
+        host: z.string().min(1).default(LOOPBACK),
       })
       .strict()
       .prefault({}),
@@ -163,8 +196,8 @@ export const settingsSchema = z
         /** `postgres://…` for a server, `memory://` for in-memory PGlite; unset means PGlite under dataDir. */
         url: z
           .string()
-          .refine((s) => s === 'memory://' || /^postgres(ql)?:\/\//.test(s), {
-            message: 'expected postgres://…, postgresql://… or memory://',
+          .refine((s) => s === 'memory://' || (/^postgres(ql)?:\/\//.test(s) && URL.canParse(s)), {
+            message: 'expected a valid URL: postgres://…, postgresql://… or memory://',
           })
           .optional(),
         maxConnections: num((n) => n.int().min(1).max(200)).default(10),
@@ -177,7 +210,9 @@ export const settingsSchema = z
         /** Unset means single-process, in-memory hot state. */
         url: z
           .string()
-          .refine((s) => /^rediss?:\/\//.test(s), { message: 'expected redis://… or rediss://…' })
+          .refine((s) => /^rediss?:\/\//.test(s) && URL.canParse(s), {
+            message: 'expected a valid URL: redis://… or rediss://…',
+          })
           .optional(),
         keyPrefix: z
           .string()
@@ -213,8 +248,52 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
-    /** Enrolled systems (config/systems.example.yaml) for /v1/execute, checks with `request`, and actions. */
+    /**
+     * Deprecated (one release): a systems file imported at start-up into the tenants it names,
+     * as if applied with `writegate systems apply`. Systems are enrolled through /v1/systems.
+     */
     systemsFile: z.string().min(1).optional(),
+    systems: z
+      .object({
+        /**
+         * Loopback, private and link-local upstreams (127.0.0.1, 10.0.0.0/8, 169.254.169.254…).
+         * Unset: allowed only in the embedded default (no Redis), refused otherwise.
+         */
+        allowPrivateUpstreams: z.boolean().optional(),
+      })
+      .strict()
+      .prefault({}),
+    /**
+     * Which secrets a system's credential reference may name in this process. Tenant admins
+     * write the references, so they may only reach secrets set aside for injection.
+     */
+    credentials: z
+      .object({
+        /** Environment variables: `NAME` or `PREFIX*`, either optionally after `ten_…:` (that tenant only). */
+        allowEnv: z
+          .array(
+            z.string().regex(/^(ten_[A-Za-z0-9]+:)?([A-Za-z_][A-Za-z0-9_]*\*?|\*)$/, {
+              message: 'expected NAME, PREFIX* or ten_…:NAME',
+            }),
+          )
+          .default([])
+          .refine((l) => l.every(mayNameSecret), {
+            message:
+              "writegate's own settings (WRITEGATE_*) cannot be injected; name the secret's own variable (WRITEGATE_CREDENTIAL_* is allowed)",
+          }),
+        /** Directories whose files (symlinks resolved) may be named, optionally after `ten_…:`. */
+        allowFiles: z
+          .array(
+            z.string().regex(/^(ten_[A-Za-z0-9]+:)?\/.*$/, {
+              message: 'expected an absolute directory, optionally after ten_…:',
+            }),
+          )
+          .default([]),
+        /** How often a resolved credential is read again (a mounted Secret is rotated in place). */
+        refreshSeconds: num((n) => n.int().min(1).max(86400)).default(30),
+      })
+      .strict()
+      .prefault({}),
     tokens: z
       .object({
         /** Lifetime of ALLOW tokens and leases. */

@@ -1,3 +1,4 @@
+import { createServer } from 'node:http'
 import fastifySwagger from '@fastify/swagger'
 import Fastify, {
   type FastifyBaseLogger,
@@ -21,6 +22,7 @@ import type { ExecuteService } from '../execute/execute-service.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { IssuanceService } from '../identity/issuance-service.js'
 import type { PrincipalService } from '../identity/principal-service.js'
+import { answerClientError, guardServer } from '../node-http/guarded-server.js'
 import type { Logger } from '../observability/logger.js'
 import type { PolicyService } from '../policy/policy-service.js'
 import type { VerbService } from '../policy/verb-service.js'
@@ -29,6 +31,7 @@ import type { SponsorService } from '../sponsor/sponsor-service.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import type { SystemService } from '../systems/system-service.js'
 import { actionsRoutes } from './actions.js'
 import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
@@ -43,6 +46,7 @@ import { principalsRoutes } from './principals.js'
 import { sandboxRoutes } from './sandbox.js'
 import { sponsorRoutes } from './sponsor.js'
 import { sponsorCredentialRoutes } from './sponsor-credentials.js'
+import { systemsRoutes } from './systems.js'
 import { verbsRoutes } from './verbs.js'
 
 export const BODY_LIMIT_BYTES = 1024 * 1024
@@ -68,6 +72,7 @@ export interface ControlServices {
   auditLog: AuditLog
   execute: ExecuteService
   approvals: ApprovalService
+  systems: SystemService
 }
 
 export interface ControlAppOptions {
@@ -86,6 +91,17 @@ export async function buildControlApp(
   opts: ControlAppOptions,
 ): Promise<FastifyInstance> {
   const app = Fastify({
+    // One guarded server (guarded-server.ts), with the timeouts fastify would give its own. A
+    // factory also keeps fastify from adding unguarded servers of its own when the host is
+    // `localhost` (one per address it resolves to).
+    serverFactory: (handler, options) => {
+      const server = guardServer(createServer(handler), opts.logger, { clientErrors: false })
+      server.keepAliveTimeout = options.keepAliveTimeout as number
+      server.requestTimeout = options.requestTimeout as number
+      server.setTimeout(options.connectionTimeout as number)
+      return server
+    },
+    clientErrorHandler: (err, socket) => answerClientError(err, socket, opts.logger),
     loggerInstance: opts.logger as FastifyBaseLogger,
     // One debug line per request from onResponse below, instead of fastify's two info lines.
     logController: new LogController({ disableRequestLogging: true }),
@@ -168,6 +184,7 @@ export async function buildControlApp(
 
   await app.register(executeRoutes({ execute: s.execute, auth: s.auth }))
   await app.register(actionsRoutes({ approvals: s.approvals, auth: s.auth }))
+  await app.register(systemsRoutes({ systems: s.systems, auth: s.auth }))
 
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger())
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }))

@@ -19,10 +19,12 @@ import { createExecuteService } from '../execute/execute-service.js'
 import { createUpstreamClient } from '../execute/upstream-client.js'
 import { createDecisionPipeline } from '../gate/decision-pipeline.js'
 import type { Gate } from '../gate/gate.js'
+import type { GatedWrites } from '../gate/gated-write.js'
 import { publishingSink } from '../gate/publishing-sink.js'
 import { seedQuotaCounters } from '../gate/quota-seeder.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import { createSnapshotPublisher } from '../gate/snapshot-publisher.js'
+import { createStateChanges } from '../gate/state-change.js'
 import { createAuthenticator } from '../identity/authenticator.js'
 import { createIssuanceService } from '../identity/issuance-service.js'
 import { createPrincipalService } from '../identity/principal-service.js'
@@ -39,6 +41,7 @@ import { createMemoryHotStore } from '../store/memory/hot-store.js'
 import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
 import { migrate } from '../store/migrate.js'
 import type { HotStore } from '../store/ports/hot-store.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import {
   type Database,
@@ -51,6 +54,8 @@ import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
 import { connectRedis } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
+import { credentialResolverFor } from '../systems/credential-resolver.js'
+import { createSystemService, type SystemService } from '../systems/system-service.js'
 import { createSystemsRegistry } from '../systems/systems-registry.js'
 import { VERSION } from '../version.js'
 import { buildControlApp } from './app.js'
@@ -60,6 +65,7 @@ export interface ControlPlane {
   readonly database: Database
   readonly hot: HotStore
   readonly gate: Gate
+  readonly writes: GatedWrites
   readonly snapshots: SnapshotCache
   readonly metrics: Metrics
   readonly logger: Logger
@@ -68,16 +74,30 @@ export interface ControlPlane {
   readonly drain: ReceiptDrain | null
   /** The audit log (append interface) and its read side. */
   readonly auditTrail: AuditTrail
+  readonly systems: SystemService
+  /** The embedded default's route table file, enrolled for its proxy's tenant (deprecated path). */
+  enrolRoutesFile(tenantId: string, file: SystemsFile): Promise<void>
   listen(): Promise<string>
   close(): Promise<void>
 }
 
-/** A backing server that cannot be reached at start-up: one line naming the setting. */
+/**
+ * A backing server that cannot be used at start-up: one line naming the setting. A server's own
+ * refusal (Postgres: `database "x" does not exist`; Redis: `WRONGPASS …`) is quoted, because its
+ * code alone (3D000) tells an operator nothing; neither ever holds the URL's password.
+ */
 function unreachable(setting: string, err: Error, failure = 'cannot connect'): ConfigError {
   const e = err as NodeJS.ErrnoException
-  return new ConfigError(
-    `invalid setting ${setting}: ${failure} (${e.code ?? (e.message || 'error').split('\n')[0]})`,
-  )
+  const line = (e.message || 'error').split('\n')[0]
+  if (e.name === 'PostgresError' || e.name === 'ReplyError')
+    return new ConfigError(`invalid setting ${setting}: ${failure}: ${line}`)
+  return new ConfigError(`invalid setting ${setting}: ${failure} (${e.code ?? line})`)
+}
+
+function databaseSetting(target: DatabaseTarget): string {
+  return target.kind === 'pglite-disk'
+    ? 'dataDir (WRITEGATE_DATA_DIR)'
+    : 'database.url (WRITEGATE_DATABASE_URL)'
 }
 
 /**
@@ -87,10 +107,53 @@ function unreachable(setting: string, err: Error, failure = 'cannot connect'): C
  */
 export function openConfiguredDatabase(target: DatabaseTarget): Promise<Database> {
   return openDatabase(target).catch((err: Error) => {
-    throw target.kind === 'pglite-disk'
-      ? unreachable('dataDir (WRITEGATE_DATA_DIR)', err, `cannot open the embedded database in ${target.dir}`)
-      : unreachable('database.url (WRITEGATE_DATABASE_URL)', err)
+    throw unreachable(
+      databaseSetting(target),
+      err,
+      target.kind === 'pglite-disk' ? `cannot open the embedded database in ${target.dir}` : undefined,
+    )
   })
+}
+
+/** Applies the migrations; a database that refuses them (a role without CREATE, say) is blamed the same way. */
+export function migrateConfiguredDatabase(db: Database, target: DatabaseTarget): ReturnType<typeof migrate> {
+  return migrate(db.sql).catch((err: Error) => {
+    throw unreachable(databaseSetting(target), err, 'cannot apply the migrations')
+  })
+}
+
+/**
+ * The deprecated systems file, imported into the tenants it names as if applied: created,
+ * updated when it differs, left alone when equal. A system that names no tenant, or a tenant
+ * that does not exist, stops start-up with one line naming the file and the system.
+ */
+async function importSystemsFile(
+  sor: SystemOfRecord,
+  service: SystemService,
+  file: SystemsFile,
+  name: string,
+  logger: Logger,
+): Promise<void> {
+  const done: Record<string, string> = {}
+  for (const s of file.systems) {
+    const { tenantId, ...definition } = s
+    const where = `invalid systems file ${name}: system ${s.systemId}`
+    if (!tenantId) throw new ConfigError(`${where}: tenantId: required in the control plane's systems file`)
+    if (!(await sor.stores.tenants.get(tenantId)))
+      throw new ConfigError(`${where}: tenantId: no tenant ${tenantId}`)
+    try {
+      done[`${tenantId}/${s.systemId}`] = await service.upsert(
+        { kind: 'operator', tenantId, source: 'systemsFile' },
+        definition,
+      )
+    } catch (err) {
+      throw new ConfigError(`${where}: ${(err as Error).message}`)
+    }
+  }
+  logger.warn(
+    { file: name, systems: done },
+    'systemsFile (WRITEGATE_SYSTEMS_FILE) is deprecated and will be removed in the next release: its systems were enrolled; manage them with /v1/systems or `writegate systems apply`',
+  )
 }
 
 /** What tests (and nothing else) may hand in instead of building it from settings. */
@@ -122,12 +185,17 @@ export async function createControlPlane(
   const auditSigningKey =
     overrides.auditSigningKey ??
     resolveAuditSigningKey(settings.audit.signingKeyFile, target, settings.dataDir)
+  // Deprecated files: imported into the tenants they name once the database is open.
   const systemsFile =
     overrides.systems ??
     (settings.systemsFile
       ? loadSystemsFile(settings.systemsFile, 'systemsFile (WRITEGATE_SYSTEMS_FILE)')
-      : { systems: [], passthrough: [] })
-  const systems = createSystemsRegistry(systemsFile)
+      : null)
+  // The embedded proxy enrols its route table for its tenant; approvals here inject the same credentials.
+  const routesFile =
+    !settings.redis.url && settings.proxy.routesFile
+      ? loadSystemsFile(settings.proxy.routesFile, 'proxy.routesFile (WRITEGATE_ROUTES_FILE)')
+      : null
   const metrics = overrides.metrics ?? createMetrics(settings.redis.url ? 'control-plane' : 'embedded')
 
   const cleanups: (() => Promise<void>)[] = []
@@ -139,7 +207,7 @@ export async function createControlPlane(
   try {
     const database = overrides.database ?? (await openConfiguredDatabase(target))
     if (!overrides.database) cleanups.push(() => database.close())
-    await migrate(database.sql)
+    await migrateConfiguredDatabase(database, target)
     const sor = createSystemOfRecord(database)
     const auditTrail = createAuditTrail({
       database,
@@ -199,15 +267,32 @@ export async function createControlPlane(
           await seedQuotaCounters({ receipts: sor.stores.receipts, hot: hotState, clock }, tenantId)
       },
     })
-    const decisionState = publishingSink(publisher, hot, logger)
-    const { snapshots, gate } = createDecisionPipeline({
+    const { snapshots, gate, writes } = createDecisionPipeline({
       hot,
       clock,
       metrics,
       quotaLimit: settings.quota.checksPerMonth,
       onMissing: (tenantId) => publisher.repair(tenantId),
+      auditChain: { sor, log: audit },
     })
     cleanups.push(async () => snapshots.close())
+    const published = publishingSink(publisher, hot, logger)
+    // This process reads the new state at once (execute, approvals), not when pub/sub arrives.
+    const decisionState = {
+      async changed(tenantId: string) {
+        await published.changed(tenantId)
+        snapshots.invalidate(tenantId)
+      },
+    }
+    const changes = createStateChanges({ sor, decisionState })
+    const systems = createSystemsRegistry({ snapshots })
+    const systemService = createSystemService({
+      sor,
+      audit,
+      clock,
+      changes,
+      allowPrivateUpstreams: settings.systems.allowPrivateUpstreams ?? !settings.redis.url,
+    })
 
     // Start-up repair: proxies' key index, quota floors and snapshot versions.
     for (const e of await sor.stores.keys.indexEntries())
@@ -216,6 +301,8 @@ export async function createControlPlane(
     await publisher.reconcile()
     publisher.start(settings.hotStore.reconcileIntervalMs)
     cleanups.push(async () => publisher.stop())
+    if (systemsFile)
+      await importSystemsFile(sor, systemService, systemsFile, settings.systemsFile ?? 'systems', logger)
 
     let drain: ReceiptDrain | null = null
     if (hot.receiptQueue) {
@@ -235,10 +322,21 @@ export async function createControlPlane(
 
     const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
-    // One keep-alive pool per enrolled origin; credentials are read here, once.
-    const upstream = createUpstreamClient({ systems: systems.all(), settings: settings.execute })
+    // One keep-alive pool per upstream origin, opened on first use.
+    const upstream = createUpstreamClient({ settings: settings.execute })
     cleanups.push(() => upstream.close())
-    const execute = createExecuteService({ sor, audit, gate, clock, keyring, systems, upstream, logger })
+    const credentials = credentialResolverFor(settings.credentials, process.env, [systemsFile, routesFile])
+    const execute = createExecuteService({
+      sor,
+      audit,
+      gate,
+      clock,
+      keyring,
+      systems,
+      upstream,
+      credentials,
+      logger,
+    })
     const services = {
       auditServices: auditTrail.services,
       auditLog: audit,
@@ -259,14 +357,12 @@ export async function createControlPlane(
         logger,
         sameEmail: settings.issuance.sameEmail,
       }),
-      principals: createPrincipalService({ sor, audit, clock, decisionState }),
-      policies: createPolicyService({ sor, audit, clock, decisionState }),
-      verbs: createVerbService({ sor, audit, clock, decisionState }),
+      principals: createPrincipalService({ sor, audit, clock, changes }),
+      policies: createPolicyService({ sor, audit, clock, changes }),
+      verbs: createVerbService({ sor, audit, clock, changes }),
+      systems: systemService,
       checks: createCheckService({
-        gate,
-        sor,
-        audit,
-        clock,
+        writes,
         keyring,
         systems,
         stager,
@@ -274,7 +370,7 @@ export async function createControlPlane(
         allowTtlSeconds: settings.tokens.allowTtlSeconds,
       }),
       tokens: createTokenService({ keyring, clock, gate, sor }),
-      sponsor: createSponsorService({ sor, audit, clock, decisionState }),
+      sponsor: createSponsorService({ sor, audit, clock, changes }),
       sandbox: createSandboxService({ sor, clock }),
       execute,
       approvals: createApprovalService({
@@ -312,12 +408,22 @@ export async function createControlPlane(
       database,
       hot,
       gate,
+      writes,
       snapshots,
       metrics,
       logger,
       clock,
       drain,
       auditTrail,
+      systems: systemService,
+      async enrolRoutesFile(tenantId, file) {
+        for (const s of file.systems) {
+          // A system the file gives to another tenant is not this proxy's to enrol.
+          if (s.tenantId !== undefined && s.tenantId !== tenantId) continue
+          const { tenantId: _, ...definition } = s
+          await systemService.upsert({ kind: 'operator', tenantId, source: 'routesFile' }, definition)
+        }
+      },
       listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
       close: closeAll,
     }

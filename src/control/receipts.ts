@@ -4,7 +4,7 @@ import { z } from 'zod'
 import type { Checkpointer } from '../audit/checkpointer.js'
 import { exportLogStream } from '../audit/log-export.js'
 import { verifyStoredLog } from '../audit/log-verifier.js'
-import { type ReceiptStream, startReceiptStream } from '../audit/receipt-stream.js'
+import { RECEIPT_STREAM_HEADERS, type ReceiptStream, startReceiptStream } from '../audit/receipt-stream.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
@@ -231,6 +231,13 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
         const cursor = req.headers['last-event-id'] ?? req.query.since ?? 0
         const bearer = bearerOf(req.headers.authorization)
         reply.hijack()
+        if (req.method === 'HEAD') {
+          // HEAD is GET without the body. A stream's headers leave with its first chunk, which
+          // HEAD never sends: answer them alone, and open nothing.
+          reply.raw.writeHead(200, RECEIPT_STREAM_HEADERS)
+          reply.raw.end()
+          return
+        }
         const stream = startReceiptStream(reply.raw, tenantId, cursor, {
           reader: deps.reader,
           wakeups: deps.wakeups,

@@ -1,25 +1,19 @@
 import type { ActionStager, ToolCall } from '../actions/action-stager.js'
 import { fillText } from '../actions/param-template.js'
-import type { AuditLog } from '../audit/audit-log.js'
 import { signAllowToken } from '../core/allow-token.js'
-import type { Clock } from '../core/clock.js'
-import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
 import { canonicalJson } from '../core/jcs.js'
 import { requestBinding } from '../core/lease-binding.js'
-import { draft, type ReceiptDraft } from '../core/receipt.js'
 import { sha256Hex } from '../core/secret-hash.js'
 import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
 import { EXECUTE_BODY_MAX_BYTES, UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath } from '../execute/upstream-url.js'
-import type { Gate } from '../gate/gate.js'
+import type { AllowExtras, GatedWrites } from '../gate/gated-write.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Keyring } from '../security/keyring.js'
-import type { Lease } from '../store/ports/decision-state.js'
-import type { SystemOfRecord } from '../store/ports/index.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 
 export interface CheckRequestBody {
@@ -55,10 +49,7 @@ export interface CheckService {
 }
 
 export interface CheckDeps {
-  gate: Gate
-  sor: SystemOfRecord
-  audit: AuditLog
-  clock: Clock
+  writes: GatedWrites
   keyring: Keyring
   systems: SystemsRegistry
   stager: ActionStager
@@ -67,11 +58,12 @@ export interface CheckDeps {
 }
 
 /**
- * POST /v1/check: the API transport over the gate. Bad input is refused before any
- * decision (no receipt, no quota); every evaluated check writes a CHECK receipt.
+ * POST /v1/check: the API transport over the gated-write step. Bad input is refused before
+ * any decision (no receipt, no quota); every evaluated check writes a CHECK receipt, in the
+ * Postgres chain before the answer (which carries its seq).
  */
 export function createCheckService(deps: CheckDeps): CheckService {
-  const { gate, sor, audit, clock, keyring, systems, stager, snapshots } = deps
+  const { keyring, systems, stager, snapshots } = deps
 
   return {
     async check(caller, body) {
@@ -80,7 +72,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
         fail(ERRORS.unknownEnvironment, { environment, environments: [...ENVIRONMENTS] })
       const request = body.request
       if (request) {
-        if (!systems.system(caller.tenantId, request.systemId))
+        if (!(await systems.system(caller.tenantId, request.systemId)))
           fail(ERRORS.unknownSystem, { systemId: request.systemId })
         if (!request.path.startsWith('/v1/'))
           fail(
@@ -106,14 +98,14 @@ export function createCheckService(deps: CheckDeps): CheckService {
           fail(ERRORS.payloadTooLarge, { limit: EXECUTE_BODY_MAX_BYTES, field: 'request.body' })
         }
       }
-      const toolRef = body.tool ? stager.resolve(caller.tenantId, body.tool) : null
+      const toolRef = body.tool ? await stager.resolve(caller.tenantId, body.tool) : null
 
       // The verb is the one the system maps the write to, never one the agent picks: a request
       // goes through the system's route table and a tool carries its own verb, exactly as the
       // proxy would gate the same write.
       const bindings: { verb: string; target: string | null; source: string }[] = []
       if (request) {
-        const route = systems.route(caller.tenantId, request.systemId, request.method, request.path)
+        const route = await systems.route(caller.tenantId, request.systemId, request.method, request.path)
         if (!route)
           fail(ERRORS.unmappedRequest, {
             systemId: request.systemId,
@@ -155,150 +147,99 @@ export function createCheckService(deps: CheckDeps): CheckService {
         }
       }
 
-      const gateReq = {
+      const systemId = request?.systemId ?? toolRef?.system.systemId ?? null
+      const binding = request ? requestBinding(request.method, request.path, request.body) : null
+      const answer = await deps.writes.run<undefined>({
         tenantId: caller.tenantId,
         keyId: caller.keyId,
-        verb: body.verb,
-        target,
         environment: environment as Environment | null,
         grantId: body.grantId ?? null,
-        systemId: request?.systemId ?? toolRef?.system.systemId ?? null,
+        via: 'api',
         chargeQuota: true,
-      }
-      const result = await gate.decide(gateReq)
-      if (result.kind === 'unknown_verb') fail(ERRORS.unknownVerb, { verbs: [result.verb] })
-      if (result.kind === 'quota_exhausted')
-        fail(ERRORS.quotaExhausted, { limit: result.limit, used: result.used, resetsAt: result.resetsAt })
-      if (result.kind === 'unavailable') fail(ERRORS.gateUnavailable, { reason: 'gate_unavailable' })
-
-      const { outcome } = result
-      const at = nowSeconds(clock)
-      const receiptId = newId('receipt')
-      const detail: Record<string, unknown> = {
-        mode: outcome.mode,
-        provenance: outcome.provenance,
-        layers: outcome.layers,
-      }
-      const extra: Partial<CheckResponse> = {}
-      let lease: Omit<Lease, 'usedAt'> | null = null
-      const drafts: ReceiptDraft[] = []
-      let staged: ReturnType<ActionStager['stage']> | null = null
-
-      if (outcome.grantId) {
-        detail.grantId = outcome.grantId
-        extra.grantId = outcome.grantId
-      }
-      if (outcome.decision === 'ALLOW') {
-        const expiresAt = at + deps.allowTtlSeconds
-        const jti = request ? newId('lease') : newId('token')
-        const binding = request ? requestBinding(request.method, request.path, request.body) : null
-        if (request && binding) {
-          lease = {
-            leaseId: jti,
-            tenantId: caller.tenantId,
-            keyId: caller.keyId,
-            principalId: outcome.principalId ?? caller.principalId,
+        verb: body.verb,
+        target,
+        systemId,
+        recorder: 'audit',
+        // An ALLOW's token, and its lease when the check named a request: bound to that request.
+        onAllow: (outcome, _plan, at) => {
+          const expiresAt = at + deps.allowTtlSeconds
+          const jti = request ? newId('lease') : newId('token')
+          const detail: Record<string, unknown> = { tokenId: jti }
+          const answer: Record<string, unknown> = { expiresAt }
+          let lease: AllowExtras['lease'] = null
+          if (request && binding) {
+            lease = {
+              leaseId: jti,
+              tenantId: caller.tenantId,
+              keyId: caller.keyId,
+              principalId: outcome.principalId ?? caller.principalId,
+              verb: outcome.verb,
+              target,
+              systemId: request.systemId,
+              binding,
+              createdAt: at,
+              expiresAt,
+            }
+            answer.leaseId = jti
+            detail.leaseId = jti
+            detail.request = {
+              systemId: request.systemId,
+              method: request.method,
+              path: request.path,
+              bodySha256: request.body === undefined ? null : sha256Hex(canonicalJson(request.body)),
+            }
+          }
+          answer.token = signAllowToken(keyring.tokenSigning, {
+            v: 1,
+            tid: caller.tenantId,
+            kid: caller.keyId,
+            pid: outcome.principalId ?? caller.principalId,
             verb: outcome.verb,
-            target,
-            systemId: request.systemId,
-            binding,
-            createdAt: at,
-            expiresAt,
-          }
-          extra.leaseId = jti
-          detail.leaseId = jti
-          detail.request = {
-            systemId: request.systemId,
-            method: request.method,
-            path: request.path,
-            bodySha256: request.body === undefined ? null : sha256Hex(canonicalJson(request.body)),
-          }
-        }
-        extra.token = signAllowToken(keyring.tokenSigning, {
-          v: 1,
-          tid: caller.tenantId,
-          kid: caller.keyId,
-          pid: outcome.principalId ?? caller.principalId,
-          verb: outcome.verb,
-          tgt: target,
-          env: environment,
-          iat: at,
-          exp: expiresAt,
-          jti,
-          bind: request && binding ? { sys: request.systemId, h: binding } : null,
-        })
-        detail.tokenId = jti
-        extra.expiresAt = expiresAt
-      }
-      if (outcome.decision === 'STEP_UP' && toolRef && body.tool) {
-        staged = stager.stage({
-          tenantId: caller.tenantId,
-          ref: toolRef,
-          params: body.tool.params,
-          verb: outcome.verb,
-          target,
-          environment,
-          principalId: outcome.principalId ?? caller.principalId,
-          principalName: outcome.principalName,
-          keyId: caller.keyId,
-          stateVersion: outcome.policyVersion,
-          cause: { checkReceiptId: receiptId },
-        })
-        extra.actionId = staged.action.actionId
-        detail.actionId = staged.action.actionId
-      }
-      drafts.push(
-        draft({
-          receiptId,
-          tenantId: caller.tenantId,
-          kind: 'CHECK',
-          decision: outcome.decision,
-          createdAt: at,
-          verb: outcome.verb,
-          requestedVerb: body.verb,
-          target,
-          environment,
-          principalId: outcome.principalId,
-          principalName: outcome.principalName,
-          keyId: caller.keyId,
-          reason: outcome.reason,
-          policyVersion: outcome.policyVersion,
-          detail,
-        }),
-      )
-      if (staged) drafts.push(staged.receipt)
-
-      let seq: number
-      try {
-        if (lease || staged || outcome.grantId) {
-          // The receipt and what it promises (lease, pending action, grant use) commit together.
-          const receipts = await sor.transaction(async (stores) => {
-            if (lease) await stores.leases.insert(lease)
-            if (staged) await stores.actions.insert(staged.action)
-            if (outcome.grantId)
-              await stores.grants.markConsumed(caller.tenantId, outcome.grantId, at, receiptId)
-            return audit.appendWith(stores, drafts)
+            tgt: target,
+            env: environment,
+            iat: at,
+            exp: expiresAt,
+            jti,
+            bind: request && binding ? { sys: request.systemId, h: binding } : null,
           })
-          seq = receipts[0]?.seq as number
-        } else {
-          seq = (await audit.append(drafts))[0]?.seq as number
-        }
-      } catch (err) {
-        // No receipt, no decision: give back the quota unit and the grant.
-        await gate.release(gateReq, result).catch(() => {})
-        throw err
-      }
+          return { detail, lease, answer }
+        },
+        // A STEP_UP with a tool stages the call for a human's approval.
+        ...(toolRef && body.tool
+          ? {
+              stage: (outcome, _plan, checkReceiptId) =>
+                stager.stage({
+                  tenantId: caller.tenantId,
+                  ref: toolRef,
+                  params: (body.tool as ToolCall).params,
+                  verb: outcome.verb,
+                  target,
+                  environment,
+                  principalId: outcome.principalId ?? caller.principalId,
+                  principalName: outcome.principalName,
+                  keyId: caller.keyId,
+                  stateVersion: outcome.policyVersion,
+                  cause: { checkReceiptId },
+                }),
+            }
+          : {}),
+      })
+      if (answer.kind === 'refused') fail(answer.refusal.def, answer.refusal.detail)
+      if (answer.kind !== 'decided') fail(ERRORS.gateUnavailable)
+      const { outcome } = answer
       return {
         decision: outcome.decision,
-        receiptId,
-        seq,
+        receiptId: answer.receiptId,
+        seq: answer.seq as number,
         verb: outcome.verb,
         requestedVerb: body.verb,
         mode: outcome.mode,
         provenance: outcome.provenance,
         policyVersion: outcome.policyVersion,
         reason: outcome.reason,
-        ...extra,
+        ...(outcome.grantId ? { grantId: outcome.grantId } : {}),
+        ...answer.extras,
+        ...(answer.actionId ? { actionId: answer.actionId } : {}),
       }
     },
   }

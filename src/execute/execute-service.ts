@@ -1,12 +1,13 @@
 import type { AuditLog } from '../audit/audit-log.js'
-import type { EnrolledSystem } from '../config/systems.js'
 import { openAllowToken } from '../core/allow-token.js'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
+import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, fail, WriteGateError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { canonicalJson } from '../core/jcs.js'
 import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
+import type { ExecuteReason } from '../core/reasons.js'
 import { draft, type Receipt, type ReceiptDraft } from '../core/receipt.js'
 import { digestsEqual, sha256Hex } from '../core/secret-hash.js'
 import type { Gate, StandingResult } from '../gate/gate.js'
@@ -14,6 +15,7 @@ import type { KeyCaller } from '../identity/caller.js'
 import type { Logger } from '../observability/logger.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease, Stores, SystemOfRecord } from '../store/ports/index.js'
+import type { CredentialResolver } from '../systems/credential-resolver.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 import type { UpstreamClient, UpstreamOutcome } from './upstream-client.js'
 import { checkUpstreamPath, EXECUTE_PATH_PREFIX } from './upstream-url.js'
@@ -24,15 +26,8 @@ export const EXECUTE_BODY_MAX_BYTES = 1024 * 1024
 /** Methods an upstream request may use, exactly as written here. */
 export const UPSTREAM_METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'] as const
 
-/** Why an execute failed closed (contract §7). */
-export type FailClosedReason =
-  | 'lease_mismatch'
-  | 'lease_expired'
-  | 'lease_used'
-  | 'lease_unknown'
-  | 'revoked'
-  | 'token_invalid'
-  | 'gate_error'
+/** Why an execute failed closed (contract §7): the reasons registry's execute part. */
+export type FailClosedReason = ExecuteReason
 
 export interface ExecuteInput {
   systemId: string
@@ -84,7 +79,7 @@ export interface ExecuteService {
 
 /** A request that is well formed and may be sent: method, checked path, exact body bytes and their binding. */
 interface Prepared {
-  system: EnrolledSystem
+  system: SystemRecord
   method: string
   path: string
   bytes: string | Buffer | null
@@ -111,12 +106,13 @@ export function createExecuteService(deps: {
   keyring: Keyring
   systems: SystemsRegistry
   upstream: UpstreamClient
+  credentials: CredentialResolver
   logger: Logger
 }): ExecuteService {
   const { sor, audit, gate, clock, keyring, systems, upstream, logger } = deps
 
-  function prepare(caller: KeyCaller, input: ExecuteInput): Prepared {
-    const system = systems.system(caller.tenantId, input.systemId)
+  async function prepare(caller: KeyCaller, input: ExecuteInput): Promise<Prepared> {
+    const system = await systems.system(caller.tenantId, input.systemId)
     if (!system) fail(ERRORS.unknownSystem, { systemId: input.systemId })
     if (!input.replay && !input.path.startsWith(EXECUTE_PATH_PREFIX))
       fail(
@@ -166,7 +162,7 @@ export function createExecuteService(deps: {
 
   return {
     async execute(caller, input, extras = {}) {
-      const req = prepare(caller, input)
+      const req = await prepare(caller, input)
       const at = nowSeconds(clock)
       const via = input.token !== undefined ? 'token' : 'lease'
       const requestDetail = {
@@ -288,6 +284,20 @@ export function createExecuteService(deps: {
         ...standings.map((s) => (s.kind === 'in_good_standing' ? s.policyVersion : 0)),
       )
 
+      // The credential this process injects: without it nothing is sent, and the lease stays unused.
+      let credential: { header: string; value: string } | null = null
+      if (req.system.credential) {
+        const resolved = deps.credentials.resolve(caller.tenantId, req.system.credential)
+        if (!resolved.ok) {
+          logger.warn(
+            { tenantId: caller.tenantId, systemId: req.system.systemId, problem: resolved.problem },
+            'execute: the system credential is unavailable',
+          )
+          return refuse('credential_unavailable', lease, { problem: resolved.problem }, policyVersion)
+        }
+        credential = { header: resolved.header, value: resolved.value }
+      }
+
       // 4. Consume and record, together: no write without a durable receipt.
       const authorizedDraft = draft({
         ...receiptBase(lease),
@@ -325,7 +335,7 @@ export function createExecuteService(deps: {
       const { authorized, claimed } = committed
 
       // 5. The write itself, then its outcome on record.
-      const sent = await upstream.send(req.system, {
+      const sent = await upstream.send(req.system, credential, {
         method: req.method,
         path: req.path,
         body: req.bytes,

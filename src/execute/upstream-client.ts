@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
-import { type EnrolledSystem, readCredential } from '../config/systems.js'
+import type { SystemRecord } from '../core/enrolled-system.js'
 import { checkUpstreamPath } from './upstream-url.js'
 
 export interface UpstreamSettings {
@@ -53,8 +53,12 @@ export type UpstreamOutcome =
     }
 
 export interface UpstreamClient {
-  /** Sends one request to the enrolled system's fixed origin, with its injected credential. */
-  send(system: EnrolledSystem, req: UpstreamRequest): Promise<UpstreamOutcome>
+  /** Sends one request to the enrolled system's fixed origin, with its injected credential (resolved by the caller). */
+  send(
+    system: SystemRecord,
+    credential: { header: string; value: string } | null,
+    req: UpstreamRequest,
+  ): Promise<UpstreamOutcome>
   close(): Promise<void>
 }
 
@@ -81,44 +85,31 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
 }
 
 /**
- * One keep-alive undici Pool per enrolled origin, built at start-up for the control plane's
- * systems (those that name a tenant), with each system's credential read once. Nothing from
- * the caller becomes a header: the upstream sees content-type, idempotency-key,
- * x-writegate-receipt, the injected credential and a user agent. Redirects are returned, never followed.
+ * One keep-alive undici Pool per upstream origin, opened on first use (systems are enrolled
+ * while the service runs). Nothing from the caller becomes a header: the upstream sees
+ * content-type, idempotency-key, x-writegate-receipt, the injected credential and a user
+ * agent. Redirects are returned, never followed.
  */
-export function createUpstreamClient(deps: {
-  systems: readonly EnrolledSystem[]
-  settings: UpstreamSettings
-  env?: NodeJS.ProcessEnv
-}): UpstreamClient {
+export function createUpstreamClient(deps: { settings: UpstreamSettings }): UpstreamClient {
   const { settings } = deps
   const pools = new Map<string, Pool>()
-  const credentials = new Map<string, { header: string; value: string }>()
-  for (const system of deps.systems) {
-    if (!system.tenantId) continue
-    const origin = new URL(system.upstream).origin
-    if (!pools.has(origin)) {
-      pools.set(
-        origin,
-        new Pool(origin, {
-          connections: settings.connectionsPerOrigin,
-          connect: { timeout: settings.connectTimeoutMs },
-          headersTimeout: settings.headersTimeoutMs,
-          bodyTimeout: settings.bodyTimeoutMs,
-        }),
-      )
-    }
-    if (system.credential)
-      credentials.set(system.systemId, {
-        header: system.credential.header.toLowerCase(),
-        value: readCredential(system.credential, deps.env),
+  const poolFor = (origin: string): Pool => {
+    let pool = pools.get(origin)
+    if (!pool) {
+      pool = new Pool(origin, {
+        connections: settings.connectionsPerOrigin,
+        connect: { timeout: settings.connectTimeoutMs },
+        headersTimeout: settings.headersTimeoutMs,
+        bodyTimeout: settings.bodyTimeoutMs,
       })
+      pools.set(origin, pool)
+    }
+    return pool
   }
 
   return {
-    async send(system, req) {
-      const pool = pools.get(new URL(system.upstream).origin)
-      if (!pool) throw new Error(`no upstream pool for ${system.systemId}`)
+    async send(system, credential, req) {
+      const pool = poolFor(new URL(system.upstream).origin)
       // The callers have checked the path already; this is the last line before the socket.
       const verdict = checkUpstreamPath(req.path, '/')
       if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)
@@ -127,7 +118,6 @@ export function createUpstreamClient(deps: {
       if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
       headers['x-writegate-receipt'] = req.receiptId
-      const credential = credentials.get(system.systemId)
       if (credential) headers[credential.header] = credential.value
 
       const t0 = performance.now()

@@ -1,7 +1,10 @@
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Clock } from '../core/clock.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { HotStore } from '../store/ports/hot-store.js'
+import type { SystemOfRecord } from '../store/ports/index.js'
 import { createGate, type Gate } from './gate.js'
+import { createGatedWrites, type GatedWrites } from './gated-write.js'
 import { createSnapshotCache, type SnapshotCache } from './snapshot-cache.js'
 
 /** The snapshot cache and the gate over it, reporting to the process's metrics: the same in every process. */
@@ -12,7 +15,9 @@ export function createDecisionPipeline(deps: {
   quotaLimit: number
   /** The control plane builds and publishes a snapshot the hot store lacks; a proxy cannot. */
   onMissing?: (tenantId: string) => Promise<void>
-}): { snapshots: SnapshotCache; gate: Gate } {
+  /** The control plane's Postgres chain, for gated writes that answer with their receipt's seq. */
+  auditChain?: { sor: SystemOfRecord; log: AuditLog }
+}): { snapshots: SnapshotCache; gate: Gate; writes: GatedWrites } {
   const { hot, clock, metrics } = deps
   const snapshots = createSnapshotCache({
     hot,
@@ -24,5 +29,9 @@ export function createDecisionPipeline(deps: {
     () => clock.nowMs(),
   )
   const gate = createGate({ hot, snapshots, clock, quotaLimit: deps.quotaLimit, events: metrics.gateEvents })
-  return { snapshots, gate }
+  return {
+    snapshots,
+    gate,
+    writes: createGatedWrites({ gate, clock, ...(deps.auditChain ? { auditChain: deps.auditChain } : {}) }),
+  }
 }

@@ -16,18 +16,38 @@ import type { CommitRequest, CommitResult, DurablePayload, HotStore } from '../s
 import type { GateEvents } from './gate-events.js'
 import type { SnapshotCache } from './snapshot-cache.js'
 
-export interface GateRequest extends CheckInput {
+/**
+ * What a request is, read under one snapshot: a write to decide (its verb and target, from
+ * the system's routes), or something settled without a decision (a read that passes, a
+ * refusal), with whatever the transport needs to act on it (`context`).
+ */
+export type Plan<C> =
+  | { kind: 'decide'; verb: string; target: string | null; systemId: string | null; context: C }
+  /** `confirm`: commit nothing, but only under the tenant's current version (a read that will carry a credential, a refusal that must not rest on an old route table). */
+  | { kind: 'settle'; confirm: boolean; context: C }
+
+export interface GateRequest<C = undefined> extends CheckInput {
   tenantId: string
   /** Which enrolled system the write is for (proxy and execute), for metrics and receipts. */
   systemId?: string | null
   /** Count this decision against the key's monthly check quota. */
   chargeQuota: boolean
   /**
+   * Reads the request under each snapshot the gate tries, so a write is mapped to its verb by
+   * the same routes its decision is committed under: a route change is linearizable like a
+   * policy change. Without it, `verb`, `target` and `systemId` are the request's own.
+   */
+  plan?: (snapshot: CompiledSnapshot) => Plan<C>
+  /**
    * Proxy path: what to make durable for an outcome (its receipts, and a staged action), so
    * the commit stores it in the same atomic step. The API path appends its receipt itself
    * (to answer with its seq).
    */
-  durableFor?: (outcome: Outcome, snapshot: CompiledSnapshot) => DurablePayload
+  durableFor?: (
+    outcome: Outcome,
+    snapshot: CompiledSnapshot,
+    plan: Extract<Plan<C>, { kind: 'decide' }>,
+  ) => DurablePayload
 }
 
 export type Unavailable = {
@@ -35,9 +55,9 @@ export type Unavailable = {
   reason: 'no_snapshot' | 'store_unreachable' | 'commit_conflict'
 }
 
-export type GateResult =
-  | { kind: 'unknown_verb'; verb: string }
-  | { kind: 'quota_exhausted'; limit: number; used: number; resetsAt: number }
+export type GateResult<C = undefined> =
+  | { kind: 'unknown_verb'; verb: string; context: C }
+  | { kind: 'quota_exhausted'; limit: number; used: number; resetsAt: number; context: C }
   | Unavailable
   | {
       kind: 'decided'
@@ -45,7 +65,12 @@ export type GateResult =
       snapshot: CompiledSnapshot
       durable: DurablePayload | null
       quotaUsed: number | null
+      /** The plan the write was decided under: its verb, target and system as that snapshot read them. */
+      plan: Extract<Plan<C>, { kind: 'decide' }>
+      context: C
     }
+  /** The plan settled the request without a decision, under a snapshot (confirmed current when asked). */
+  | { kind: 'settled'; snapshot: CompiledSnapshot; context: C }
 
 export type StandingResult =
   | { kind: 'in_good_standing'; policyVersion: number }
@@ -57,27 +82,29 @@ export type StandingResult =
  * whether a write may need its body staged. decide() reuses it only when it runs under that
  * same snapshot in the same second, when evaluating again would give the same answer.
  */
-export interface Prediction {
+export interface Prediction<C = undefined> {
   /** The request it was made for: decide() reuses it for that very object only. */
-  readonly req: GateRequest
+  readonly req: GateRequest<C>
   readonly snapshot: CompiledSnapshot
   readonly now: number
-  readonly evaluation: Evaluation
+  readonly plan: Plan<C>
+  /** Null when the plan settled the request without a decision. */
+  readonly evaluation: Evaluation | null
   readonly decideSeconds: number
 }
 
 export interface Gate {
   /** Evaluates `req` under the snapshot held now, without committing; null when there is none. */
-  predict(req: GateRequest): Promise<Prediction | null>
+  predict<C>(req: GateRequest<C>): Promise<Prediction<C> | null>
   /** `prediction` is reused only if predict() made it for this same request object. */
-  decide(req: GateRequest, prediction?: Prediction | null): Promise<GateResult>
+  decide<C>(req: GateRequest<C>, prediction?: Prediction<C> | null): Promise<GateResult<C>>
   /**
    * Is the key still allowed to act (not revoked, disabled, deleted or on the roster), judged
    * under a snapshot the hot store confirms is current? No quota, no grant, no mode.
    */
   standing(tenantId: string, keyId: string): Promise<StandingResult>
   /** Undo a committed decision whose receipt could not be made durable (API path). */
-  release(req: GateRequest, result: Extract<GateResult, { kind: 'decided' }>): Promise<void>
+  release<C>(req: GateRequest<C>, result: Extract<GateResult<C>, { kind: 'decided' }>): Promise<void>
 }
 
 const MAX_ATTEMPTS = 5
@@ -142,13 +169,28 @@ export function createGate(deps: {
     return unavailable('commit_conflict')
   }
 
-  const timedEvaluate = (snap: CompiledSnapshot, req: GateRequest, now: number) => {
+  /** The plan under `snap`, then (for a write) its evaluation, timed. */
+  function planAndEvaluate<C>(snap: CompiledSnapshot, req: GateRequest<C>, now: number) {
+    const plan: Plan<C> = req.plan
+      ? req.plan(snap)
+      : {
+          kind: 'decide',
+          verb: req.verb,
+          target: req.target,
+          systemId: req.systemId ?? null,
+          context: undefined as C,
+        }
+    if (plan.kind === 'settle') return { plan, evaluation: null, decideSeconds: 0 }
     const t0 = performance.now()
-    const evaluation = evaluate(snap, req, now)
-    return { evaluation, decideSeconds: (performance.now() - t0) / 1000 }
+    const input =
+      plan.verb === req.verb && plan.target === req.target
+        ? req
+        : { ...req, verb: plan.verb, target: plan.target }
+    const evaluation = evaluate(snap, input, now)
+    return { plan, evaluation, decideSeconds: (performance.now() - t0) / 1000 }
   }
 
-  const quotaFor = (req: GateRequest, now: number) =>
+  const quotaFor = <C>(req: GateRequest<C>, now: number) =>
     req.chargeQuota ? { keyId: req.keyId, period: quotaPeriod(now), limit: deps.quotaLimit } : null
 
   return {
@@ -156,18 +198,24 @@ export function createGate(deps: {
       const snap = await snapshots.get(req.tenantId).catch(() => null)
       if (!snap) return null
       const now = nowSeconds(clock)
-      return { req, snapshot: snap, now, ...timedEvaluate(snap, req, now) }
+      return { req, snapshot: snap, now, ...planAndEvaluate(snap, req, now) }
     },
 
-    decide(req, prediction) {
-      return underCurrentSnapshot<GateResult>(req.tenantId, (snap) => {
+    decide<C>(req: GateRequest<C>, prediction?: Prediction<C> | null) {
+      return underCurrentSnapshot<GateResult<C>>(req.tenantId, (snap) => {
         const now = nowSeconds(clock)
-        const { evaluation, decideSeconds } =
+        const { plan, evaluation, decideSeconds } =
           prediction && prediction.req === req && prediction.snapshot === snap && prediction.now === now
             ? prediction
-            : timedEvaluate(snap, req, now)
+            : planAndEvaluate(snap, req, now)
+        if (plan.kind === 'settle' || evaluation === null) {
+          const settled = { kind: 'settled' as const, snapshot: snap, context: plan.context }
+          if (plan.kind === 'settle' && !plan.confirm) return { done: settled }
+          return { commit: { quota: null, grantCandidates: [] }, settle: () => settled }
+        }
+        const { context } = plan
         if (evaluation.kind === 'unknown_verb')
-          return { done: { kind: 'unknown_verb', verb: evaluation.verb } }
+          return { done: { kind: 'unknown_verb', verb: evaluation.verb, context } }
         const all = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
         // Each candidate the commit may consume brings its own receipts, naming that grant, so
         // the proxy path offers only the best few. Past them the answer is DENY, never ALLOW.
@@ -175,8 +223,8 @@ export function createGate(deps: {
         let durable: CommitRequest['durable']
         if (req.durableFor) {
           const durableFor = req.durableFor
-          const otherwise = durableFor(settleGrant(evaluation, null), snap)
-          const ifGranted = candidates.map((c) => durableFor(settleGrant(evaluation, c.grantId), snap))
+          const otherwise = durableFor(settleGrant(evaluation, null), snap, plan)
+          const ifGranted = candidates.map((c) => durableFor(settleGrant(evaluation, c.grantId), snap, plan))
           durable = ifGranted.length > 0 ? { otherwise, ifGranted } : { otherwise }
         }
         return {
@@ -188,13 +236,14 @@ export function createGate(deps: {
                 limit: result.limit,
                 used: Math.min(result.used, result.limit),
                 resetsAt: quotaResetsAt(now),
+                context,
               }
             }
             const outcome = settleGrant(evaluation, result.grantId)
             events.decided({
               decision: outcome.decision,
               verb: outcome.verb,
-              system: req.systemId ?? null,
+              system: plan.systemId,
               decideSeconds,
             })
             return {
@@ -203,6 +252,8 @@ export function createGate(deps: {
               snapshot: snap,
               durable: result.durable,
               quotaUsed: result.quotaUsed,
+              plan,
+              context,
             }
           },
         }

@@ -34,8 +34,8 @@ export function createSnapshotCache(deps: {
       raw = await deps.hot.snapshot(tenantId)
     }
     if (!raw) return null
-    const snap = new CompiledSnapshot(raw)
     const c = cache.get(tenantId)
+    const snap = new CompiledSnapshot(raw, c?.snap)
     if (!c || c.snap.version < snap.version) cache.set(tenantId, { snap, loadedAtMs: deps.nowMs() })
     return snap
   }

@@ -6,7 +6,7 @@ import type { Principal } from '../core/identity.js'
 import { newId } from '../core/ids.js'
 import { isValidPrincipalName } from '../core/names.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
-import type { DecisionStateSink } from '../gate/decision-state.js'
+import type { StateChanges } from '../gate/state-change.js'
 import type { PrincipalWithKeys, Stores, SystemOfRecord } from '../store/ports/index.js'
 import { actorOf, type KeyCaller } from './caller.js'
 
@@ -55,9 +55,10 @@ export function createPrincipalService(deps: {
   sor: SystemOfRecord
   audit: AuditLog
   clock: Clock
-  decisionState: DecisionStateSink
+  /** Every change: the version bump, the change and its receipt in one transaction, then the snapshot published. */
+  changes: StateChanges
 }): PrincipalService {
-  const { sor, audit, clock, decisionState } = deps
+  const { sor, audit, clock, changes } = deps
 
   function checkName(name: string): void {
     if (!isValidPrincipalName(name)) {
@@ -68,9 +69,8 @@ export function createPrincipalService(deps: {
     }
   }
 
-  /** Locks the tenant (bumping its decision-state version) and then the live principal, or 404s. */
+  /** Locks the live principal (the change already holds the tenant's lock), or 404s. */
   async function lockLive(stores: Stores, caller: KeyCaller, principalId: string): Promise<Principal> {
-    await stores.tenants.bumpVersion(caller.tenantId)
     const p = await stores.principals.getForUpdate(caller.tenantId, principalId)
     if (!p || p.deletedAt !== null) fail(ERRORS.principalNotFound)
     return p
@@ -113,9 +113,8 @@ export function createPrincipalService(deps: {
   return {
     async create(caller, input) {
       checkName(input.name)
-      const view = await sor.transaction(async (stores) => {
+      return changes.apply(caller.tenantId, async (stores) => {
         const at = nowSeconds(clock)
-        await stores.tenants.bumpVersion(caller.tenantId)
         const p: Principal = {
           id: newId('principal'),
           tenantId: caller.tenantId,
@@ -139,8 +138,6 @@ export function createPrincipalService(deps: {
         ])
         return principalView(p, 0)
       })
-      await decisionState.changed(caller.tenantId)
-      return view
     },
 
     async list(caller, includeDeleted) {
@@ -157,7 +154,8 @@ export function createPrincipalService(deps: {
     async update(caller, principalId, patch) {
       if (patch.name === undefined && patch.disabled === undefined) fail(ERRORS.nothingToUpdate)
       if (patch.name !== undefined) checkName(patch.name)
-      const view = await sor.transaction(async (stores) => {
+      // The tenant version moves with the lock even if nothing changes: it is published either way.
+      return changes.apply(caller.tenantId, async (stores) => {
         const at = nowSeconds(clock)
         const before = await lockLive(stores, caller, principalId)
         const changes: Record<string, { from: unknown; to: unknown }> = {}
@@ -189,13 +187,10 @@ export function createPrincipalService(deps: {
         }
         return principalView(after, await stores.principals.keyCount(principalId))
       })
-      // The tenant version moved with the lock even if nothing changed: publish it either way.
-      await decisionState.changed(caller.tenantId)
-      return view
     },
 
     async revokeKeys(caller, principalId, reason) {
-      const result = await sor.transaction(async (stores) => {
+      return changes.apply(caller.tenantId, async (stores) => {
         const at = nowSeconds(clock)
         const p = await lockLive(stores, caller, principalId)
         const receipts: ReceiptDraft[] = []
@@ -203,12 +198,10 @@ export function createPrincipalService(deps: {
         await audit.appendWith(stores, receipts)
         return { principalId, revokedCount: revoked.length, revokedKeys: revoked }
       })
-      await decisionState.changed(caller.tenantId)
-      return result
     },
 
     async remove(caller, principalId) {
-      const view = await sor.transaction(async (stores) => {
+      return changes.apply(caller.tenantId, async (stores) => {
         const at = nowSeconds(clock)
         const p = await lockLive(stores, caller, principalId)
         const receipts: ReceiptDraft[] = []
@@ -229,8 +222,6 @@ export function createPrincipalService(deps: {
         await audit.appendWith(stores, receipts)
         return principalView({ ...p, deletedAt: at }, 0)
       })
-      await decisionState.changed(caller.tenantId)
-      return view
     },
   }
 }

@@ -6,12 +6,14 @@
 export const ANNOTATIONS = {
   /** `"true"` injects the proxy; `"false"` or absent leaves the pod alone. */
   inject: 'writegate.io/inject',
-  /** ConfigMap holding the enrolled-systems YAML (the proxy's route table). */
+  /** Deprecated: a ConfigMap holding a systems file for the proxy (it serves its tenant's enrolled systems without one). */
   routes: 'writegate.io/routes',
   /** Secret with the proxy's agent-scoped API key (`api-key`) and its Redis URL (`redis-url`). */
   apiKeySecret: 'writegate.io/api-key-secret',
   /** Comma-separated Secrets holding upstream credentials, given to the proxy only. */
   credentialSecrets: 'writegate.io/credential-secrets',
+  /** Comma-separated variables of those Secrets that systems' `credential.fromEnv` may name. */
+  credentialEnv: 'writegate.io/credential-env',
   /** `ENV_NAME=sys_id,...`: agent variables pointed at each system through the proxy. */
   baseUrlEnv: 'writegate.io/base-url-env',
   /** `"true"` adds an init container whose iptables rules send all outbound TCP to the proxy. */
@@ -28,9 +30,12 @@ export interface BaseUrlBinding {
 }
 
 export interface InjectionRequest {
-  routesConfigMap: string
+  /** Null: no routes file (the proxy serves its tenant's enrolled systems). */
+  routesConfigMap: string | null
   proxySecret: string
   credentialSecrets: string[]
+  /** Variables the proxy may inject (`credentials.allowEnv`). */
+  credentialEnv: string[]
   baseUrls: BaseUrlBinding[]
   enforce: boolean
 }
@@ -57,7 +62,11 @@ function flag(annotations: Record<string, string>, name: string): boolean | unde
   throw new AnnotationError(`annotation ${name} must be "true" or "false", got ${JSON.stringify(raw)}`)
 }
 
-function objectName(annotations: Record<string, string>, name: string, fallback: string): string {
+function objectName<F extends string | null>(
+  annotations: Record<string, string>,
+  name: string,
+  fallback: F,
+): string | F {
   const raw = annotations[name]
   if (raw === undefined) return fallback
   const v = raw.trim()
@@ -89,6 +98,21 @@ function credentialSecrets(annotations: Record<string, string>): string[] {
   return names
 }
 
+function credentialEnv(annotations: Record<string, string>): string[] {
+  const name = ANNOTATIONS.credentialEnv
+  const names = list(annotations[name])
+  for (const n of names) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n))
+      throw new AnnotationError(
+        `annotation ${name}: ${JSON.stringify(n)} is not an environment variable name`,
+      )
+    // writegate's own settings are never injectable (the proxy's Redis URL among them).
+    if (n.startsWith('WRITEGATE_') && !n.startsWith('WRITEGATE_CREDENTIAL_'))
+      throw new AnnotationError(`annotation ${name}: ${n} is a writegate setting, not a credential`)
+  }
+  return [...new Set(names)]
+}
+
 function baseUrls(annotations: Record<string, string>): BaseUrlBinding[] {
   const name = ANNOTATIONS.baseUrlEnv
   const out: BaseUrlBinding[] = []
@@ -113,7 +137,8 @@ function baseUrls(annotations: Record<string, string>): BaseUrlBinding[] {
 }
 
 export interface AnnotationDefaults {
-  routesConfigMap: string
+  /** Deprecated: a routes ConfigMap for pods that do not name one; null for none. */
+  routesConfigMap: string | null
   proxySecret: string
 }
 
@@ -131,6 +156,7 @@ export function readInjectionAnnotations(
         routesConfigMap: objectName(a, ANNOTATIONS.routes, defaults.routesConfigMap),
         proxySecret: objectName(a, ANNOTATIONS.apiKeySecret, defaults.proxySecret),
         credentialSecrets: credentialSecrets(a),
+        credentialEnv: credentialEnv(a),
         baseUrls: baseUrls(a),
         enforce: flag(a, ANNOTATIONS.enforce) ?? false,
       },

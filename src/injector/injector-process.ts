@@ -34,7 +34,7 @@ export function serializeReview(r: ReviewSummary): ReviewSummary {
 export function injectorOptions(settings: Settings): InjectorOptions {
   const s = settings.injector
   return {
-    defaults: s.defaults,
+    defaults: { proxySecret: s.defaults.proxySecret, routesConfigMap: s.defaults.routesConfigMap ?? null },
     proxy: s.proxy,
     enforce: s.enforce,
   }

@@ -78,13 +78,17 @@ export function agentEnv(req: InjectionRequest, opts: SidecarOptions): EnvVar[] 
 
 export function proxyVolumes(req: InjectionRequest, opts: SidecarOptions): Volume[] {
   return [
-    {
-      name: VOLUMES.routes,
-      configMap: {
-        name: req.routesConfigMap,
-        items: [{ key: opts.proxy.routesKey, path: opts.proxy.routesKey }],
-      },
-    },
+    ...(req.routesConfigMap
+      ? [
+          {
+            name: VOLUMES.routes,
+            configMap: {
+              name: req.routesConfigMap,
+              items: [{ key: opts.proxy.routesKey, path: opts.proxy.routesKey }],
+            },
+          },
+        ]
+      : []),
     {
       name: VOLUMES.proxySecret,
       secret: { secretName: req.proxySecret, items: [{ key: API_KEY_KEY, path: API_KEY_KEY }] },
@@ -97,7 +101,7 @@ export function proxyVolumes(req: InjectionRequest, opts: SidecarOptions): Volum
 export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Container {
   const p = opts.proxy
   const mounts: VolumeMount[] = [
-    { name: VOLUMES.routes, mountPath: ROUTES_DIR, readOnly: true },
+    ...(req.routesConfigMap ? [{ name: VOLUMES.routes, mountPath: ROUTES_DIR, readOnly: true }] : []),
     { name: VOLUMES.proxySecret, mountPath: PROXY_SECRET_DIR, readOnly: true },
     ...req.credentialSecrets.map((s, i) => ({
       name: VOLUMES.credential(i),
@@ -118,9 +122,22 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
       { name: 'wg-metrics', containerPort: p.metricsPort, protocol: 'TCP' },
     ],
     env: [
+      // Every interface, whatever the image's defaults: iptables redirects both families to the
+      // proxy port, and the kubelet probes and Prometheus scrapes reach it on the pod's IP.
+      { name: 'WRITEGATE_PROXY_HOST', value: '::' },
       { name: 'WRITEGATE_PROXY_PORT', value: String(p.port) },
+      { name: 'WRITEGATE_METRICS_HOST', value: '0.0.0.0' },
       { name: 'WRITEGATE_METRICS_PORT', value: String(p.metricsPort) },
-      { name: 'WRITEGATE_ROUTES_FILE', value: `${ROUTES_DIR}/${p.routesKey}` },
+      ...(req.routesConfigMap
+        ? [{ name: 'WRITEGATE_ROUTES_FILE', value: `${ROUTES_DIR}/${p.routesKey}` }]
+        : []),
+      // Only the credential Secrets given to this pod may be injected (credentials.allow*).
+      ...(req.credentialSecrets.length > 0
+        ? [{ name: 'WRITEGATE_CREDENTIALS_ALLOW_FILES', value: CREDENTIALS_DIR }]
+        : []),
+      ...(req.credentialEnv.length > 0
+        ? [{ name: 'WRITEGATE_CREDENTIALS_ALLOW_ENV', value: req.credentialEnv.join(',') }]
+        : []),
       { name: 'WRITEGATE_PROXY_API_KEY_FILE', value: `${PROXY_SECRET_DIR}/${API_KEY_KEY}` },
       {
         name: 'WRITEGATE_REDIS_URL',

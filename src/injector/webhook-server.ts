@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import secureJson from 'secure-json-parse'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { guardServer } from '../node-http/guarded-server.js'
 import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { ReviewAnswer } from './review-handler.js'
@@ -43,7 +44,7 @@ function sendError(res: ServerResponse, def: ErrorDef, message = def.message): v
 /**
  * The admission webhook over HTTPS (node:https): POST /mutate takes an AdmissionReview,
  * GET /healthz answers liveness. Every error is JSON, and no request can take the server
- * down: a failure in one review is a 500 for that review alone.
+ * down: a failure in one review is a 500 for that review alone, a client's failure is its own.
  */
 export function createWebhookServer(deps: WebhookServerDeps): WebhookServer {
   const { logger } = deps
@@ -64,7 +65,13 @@ export function createWebhookServer(deps: WebhookServerDeps): WebhookServer {
         res.setHeader('connection', 'close')
         return sendError(res, ERRORS.payloadTooLarge, 'AdmissionReview over 3 MiB')
       }
-      throw err
+      // The client went away mid-body: no one to answer, and no failure of the webhook.
+      logger.debug(
+        { code: (err as NodeJS.ErrnoException).code },
+        'client went away before its review was read',
+      )
+      res.destroy()
+      return
     }
     let body: unknown
     try {
@@ -83,7 +90,8 @@ export function createWebhookServer(deps: WebhookServerDeps): WebhookServer {
   }
 
   const server = createServer(
-    { cert: deps.tls.cert, key: deps.tls.key, minVersion: 'TLSv1.2' },
+    // A handshake stalled for 10 s is no API server's (as headersTimeout below, for the headers).
+    { cert: deps.tls.cert, key: deps.tls.key, minVersion: 'TLSv1.2', handshakeTimeout: 10_000 },
     (req, res) => {
       handle(req, res).catch((err: unknown) => {
         logger.error({ err }, 'admission review failed')
@@ -95,7 +103,8 @@ export function createWebhookServer(deps: WebhookServerDeps): WebhookServer {
   // The API server times a webhook out after at most 30 s; a slower client is not one.
   server.requestTimeout = 30_000
   server.headersTimeout = 10_000
-  server.on('tlsClientError', (err) => logger.debug({ err }, 'TLS handshake failed'))
+  // Handshake failures, resets and unparseable requests close their connection (debug logs).
+  guardServer(server, logger)
 
   return {
     server,

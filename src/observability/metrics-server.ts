@@ -1,14 +1,18 @@
 import { createServer, type Server } from 'node:http'
 import type { Registry } from 'prom-client'
+import { guardServer } from '../node-http/guarded-server.js'
+import type { Logger } from './logger.js'
 
 /** Serves /metrics on its own port, away from agent and API traffic. */
 export async function startMetricsServer(
   registry: Registry,
   host: string,
   port: number,
+  logger: Logger,
 ): Promise<{ server: Server; port: number; close(): Promise<void> }> {
   const server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+    // HEAD answers as GET does, without the body (Node drops it).
+    if ((req.method === 'GET' || req.method === 'HEAD') && req.url?.split('?')[0] === '/metrics') {
       registry.metrics().then(
         (text) => {
           res.writeHead(200, { 'content-type': registry.contentType })
@@ -24,6 +28,7 @@ export async function startMetricsServer(
     res.writeHead(404, { 'content-type': 'application/json' })
     res.end('{"error":"not found"}')
   })
+  guardServer(server, logger)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => resolve())

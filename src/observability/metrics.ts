@@ -18,6 +18,8 @@ export interface Metrics {
     nowMs: () => number,
   ): void
   watchDrainBacklog(read: () => number): void
+  /** Whether this process can resolve a system's injected credential (1: it cannot). */
+  credentialUnavailable(system: string, unavailable: boolean): void
 }
 
 const LATENCY_BUCKETS = [
@@ -86,6 +88,12 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
       for (const s of snapshots?.() ?? []) this.set({ tenant: s.tenantId }, (clock() - s.loadedAtMs) / 1000)
     },
   })
+  const credentials = new Gauge({
+    name: 'writegate_credential_unavailable',
+    help: 'Enrolled systems whose credential this process cannot resolve (1); their writes get 503 credential_unavailable',
+    labelNames: ['system'],
+    registers: [registry],
+  })
   let backlog: (() => number) | undefined
   new Gauge({
     name: 'writegate_receipt_drain_backlog',
@@ -117,6 +125,9 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     },
     watchDrainBacklog(read) {
       backlog = read
+    },
+    credentialUnavailable(system, unavailable) {
+      credentials.set({ system }, unavailable ? 1 : 0)
     },
   }
 }

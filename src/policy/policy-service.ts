@@ -7,7 +7,7 @@ import { newId } from '../core/ids.js'
 import { checkPolicyBody, mergePolicy, type PolicyMap, type PolicyScope } from '../core/policy-layers.js'
 import { draft } from '../core/receipt.js'
 import { ENVIRONMENTS, type Environment, isEnvironment, Vocabulary } from '../core/verbs.js'
-import type { DecisionStateSink } from '../gate/decision-state.js'
+import type { StateChanges } from '../gate/state-change.js'
 import { actorOf, type KeyCaller } from '../identity/caller.js'
 import type { Stores, SystemOfRecord } from '../store/ports/index.js'
 import { layerOrEmpty, overrideView, type PolicyObject, policyId } from './policy-view.js'
@@ -55,9 +55,10 @@ export function createPolicyService(deps: {
   sor: SystemOfRecord
   audit: AuditLog
   clock: Clock
-  decisionState: DecisionStateSink
+  /** Every change: the version bump, the change and its receipt in one transaction, then the snapshot published. */
+  changes: StateChanges
 }): PolicyService {
-  const { sor, audit, clock, decisionState } = deps
+  const { sor, audit, clock, changes } = deps
 
   async function vocabOf(stores: Stores, tenantId: string): Promise<Vocabulary> {
     return new Vocabulary(await stores.verbs.list(tenantId))
@@ -78,9 +79,8 @@ export function createPolicyService(deps: {
     extra: Record<string, unknown>,
   ): Promise<void> {
     const sent = unwrapBody(body)
-    await sor.transaction(async (stores) => {
+    await changes.apply(caller.tenantId, async (stores, stateVersion) => {
       const at = nowSeconds(clock)
-      const stateVersion = await stores.tenants.bumpVersion(caller.tenantId)
       let principal: Principal | null = null
       if (scope === 'principal') {
         principal = await stores.principals.getForUpdate(caller.tenantId, scopeKey)
@@ -128,7 +128,6 @@ export function createPolicyService(deps: {
         }),
       ])
     })
-    await decisionState.changed(caller.tenantId)
   }
 
   async function tenantView(stores: Stores, caller: KeyCaller): Promise<PolicyObject> {

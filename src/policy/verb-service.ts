@@ -12,7 +12,7 @@ import {
   isValidCustomVerbName,
   MAX_CUSTOM_VERBS,
 } from '../core/verbs.js'
-import type { DecisionStateSink } from '../gate/decision-state.js'
+import type { StateChanges } from '../gate/state-change.js'
 import { actorOf, type KeyCaller } from '../identity/caller.js'
 import type { Stores, SystemOfRecord } from '../store/ports/index.js'
 
@@ -67,9 +67,10 @@ export function createVerbService(deps: {
   sor: SystemOfRecord
   audit: AuditLog
   clock: Clock
-  decisionState: DecisionStateSink
+  /** Every change: the version bump, the change and its receipt in one transaction, then the snapshot published. */
+  changes: StateChanges
 }): VerbService {
-  const { sor, audit, clock, decisionState } = deps
+  const { sor, audit, clock, changes } = deps
 
   /**
    * Optimistic concurrency on the registry: the change goes through only if no other
@@ -80,14 +81,12 @@ export function createVerbService(deps: {
     caller: KeyCaller,
     fn: (stores: Stores, at: number) => Promise<T>,
   ): Promise<T> {
-    const result = await sor.transaction(async (stores) => {
+    // The tenant lock is taken first (the version bump), then the registry's version checked.
+    return changes.apply(caller.tenantId, async (stores) => {
       const seen = await stores.verbs.registryVersion(caller.tenantId)
       if (!(await stores.verbs.advanceRegistry(caller.tenantId, seen))) fail(ERRORS.registryConflict)
-      await stores.tenants.bumpVersion(caller.tenantId)
       return fn(stores, nowSeconds(clock))
     })
-    await decisionState.changed(caller.tenantId)
-    return result
   }
 
   async function ensureRoom(stores: Stores, tenantId: string): Promise<void> {

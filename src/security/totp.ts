@@ -1,4 +1,4 @@
-import { generateSecret, generateURI, verify } from 'otplib'
+import { generate, generateSecret, generateURI, verify } from 'otplib'
 
 export const TOTP_PERIOD = 30
 
@@ -28,4 +28,12 @@ export async function matchTotpStep(
   // The functional API types the result for HOTP and TOTP alike; TOTP results carry timeStep.
   const step = (result as { timeStep?: unknown }).timeStep
   return typeof step === 'number' ? step : Math.floor(nowSeconds / TOTP_PERIOD)
+}
+
+/**
+ * The code an authenticator shows for `secret` at `nowSeconds`: the same algorithm, digits and
+ * period that {@link matchTotpStep} checks (otplib's TOTP defaults: SHA-1, 6 digits, 30 s).
+ */
+export function totpCode(secret: string, nowSeconds: number): Promise<string> {
+  return generate({ secret, epoch: nowSeconds })
 }

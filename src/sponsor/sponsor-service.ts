@@ -5,7 +5,7 @@ import { ERRORS, fail } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { draft, type ReceiptKind } from '../core/receipt.js'
 import { ENVIRONMENTS, isEnvironment, SANDBOX_VERB, Vocabulary } from '../core/verbs.js'
-import type { DecisionStateSink } from '../gate/decision-state.js'
+import type { StateChanges } from '../gate/state-change.js'
 import type { SponsorCaller } from '../identity/caller.js'
 import type { RosterTarget, Stores, SystemOfRecord } from '../store/ports/index.js'
 
@@ -78,9 +78,10 @@ export function createSponsorService(deps: {
   sor: SystemOfRecord
   audit: AuditLog
   clock: Clock
-  decisionState: DecisionStateSink
+  /** Every change: the version bump, the change and its receipt in one transaction, then the snapshot published. */
+  changes: StateChanges
 }): SponsorService {
-  const { sor, audit, clock, decisionState } = deps
+  const { sor, audit, clock, changes } = deps
 
   async function checkTarget(
     stores: Stores,
@@ -109,9 +110,8 @@ export function createSponsorService(deps: {
     const target = targetOf(body)
     const reason = body.reason ?? null
     const receiptId = newId('receipt')
-    await sor.transaction(async (stores) => {
+    await changes.apply(caller.tenantId, async (stores, stateVersion) => {
       const at = nowSeconds(clock)
-      const stateVersion = await stores.tenants.bumpVersion(caller.tenantId)
       const subject = await checkTarget(stores, caller.tenantId, target)
       if (kind === 'REVOKE') await stores.roster.add(caller.tenantId, target, reason, at)
       else if (!(await stores.roster.remove(caller.tenantId, target)))
@@ -130,7 +130,6 @@ export function createSponsorService(deps: {
         }),
       ])
     })
-    await decisionState.changed(caller.tenantId)
     return { target: viewOf(target), receiptId }
   }
 
@@ -148,9 +147,8 @@ export function createSponsorService(deps: {
       if (environment !== null && !isEnvironment(environment))
         fail(ERRORS.unknownEnvironment, { environment, environments: [...ENVIRONMENTS] })
       const grantId = newId('grant')
-      const view = await sor.transaction(async (stores) => {
+      return changes.apply(caller.tenantId, async (stores, stateVersion) => {
         const at = nowSeconds(clock)
-        const stateVersion = await stores.tenants.bumpVersion(caller.tenantId)
         const resolved =
           input.verb.toLowerCase() === SANDBOX_VERB
             ? null
@@ -200,8 +198,6 @@ export function createSponsorService(deps: {
           expiresAt: g.expiresAt,
         }
       })
-      await decisionState.changed(caller.tenantId)
-      return view
     },
 
     async revoke(caller, body) {

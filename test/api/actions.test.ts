@@ -9,7 +9,7 @@ import { API_BACKENDS } from '../helpers/backends.js'
 import { type StartOptions, startWithTenantSystems } from '../helpers/control-plane.js'
 import { billingSystems, CREDENTIAL_SECRET, startRecordingServer } from '../helpers/enrolled-systems.js'
 import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
-import { billingSystems as proxySystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
+import { BILLING_CREDENTIALS, billingSystems as proxySystems } from '../helpers/proxy-fixtures.js'
 
 const REFUND = { charge: 'ch_1', amount: 500 }
 
@@ -701,13 +701,16 @@ t.test('a write the gate-proxy staged is replayed byte for byte on approval', as
   const proxy = await startEmbeddedProxy(
     t,
     cp,
-    writeRoutesFile(proxySystems(upstream.origin, tenant.tenantId)),
+    null,
     {
       WRITEGATE_PROXY_API_KEY: agent.body.apiKey,
       BILLING_TOKEN: 'proxy-upstream-secret',
     },
+    {},
+    { settings: { credentials: BILLING_CREDENTIALS } },
   )
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
+    await new Promise((r) => setTimeout(r, 20))
   const code = (offset = 0) =>
     generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) + offset })
   const approve = (id: string, body: Record<string, unknown>) =>

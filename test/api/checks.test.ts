@@ -465,6 +465,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     systems: [
       {
         systemId: 'sys_billing',
+        kind: 'http',
         tenantId,
         upstream: 'http://127.0.0.1:9',
         reads: 'pass',

@@ -47,14 +47,24 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
     t.equal(r.body.code, 'payload_too_large')
   })
 
-  t.test('a non-JSON body is 415', async (t) => {
-    const r = await api.post('/v1/principals', undefined, {
-      raw: 'name=x',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      bearer: o.apiKey,
-    })
-    t.equal(r.status, 415)
-    t.equal(r.body.code, 'unsupported_media_type')
+  t.test('a non-JSON body is 415, whatever its media type', async (t) => {
+    for (const type of [
+      'application/x-www-form-urlencoded',
+      'text/plain',
+      'text/plain; charset=utf-8',
+      'application/xml',
+      'application/octet-stream',
+      'multipart/form-data; boundary=x',
+    ]) {
+      for (const [url, raw] of [
+        ['/v1/principals', '{"name":"x"}'],
+        ['/v1/keys', `{"email":"${o.email}"}`],
+      ] as const) {
+        const r = await api.post(url, undefined, { raw, headers: { 'content-type': type }, bearer: o.apiKey })
+        t.equal(r.status, 415, `${type} to ${url}`)
+        t.equal(r.body.code, 'unsupported_media_type')
+      }
+    }
   })
 
   t.test('an empty JSON body on a no-body endpoint is accepted', async (t) => {

@@ -1,15 +1,17 @@
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse as parseYaml } from 'yaml'
-import { parseSettings } from '../../src/config/load.js'
+import { loadSettings, parseSettings } from '../../src/config/load.js'
 import { injectorOptions } from '../../src/injector/injector-process.js'
 import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
 import { mutatePod } from '../../src/injector/pod-mutation.js'
 import { all, CHART, find, type KubeObject, NAMESPACE, RELEASE, renderChart } from '../helpers/chart.js'
 import { helm } from '../helpers/helm.js'
+import { imageEnv } from '../helpers/image.js'
 
 const EXAMPLES = readdirSync(join(CHART, 'examples'))
   .filter((f) => f.endsWith('.yaml'))
@@ -393,6 +395,37 @@ t.test("the chart's settings give injected proxies their secrets, and agents non
     t.notOk(c.envFrom?.length, `${c.name}: no envFrom`)
     t.equal(c.env?.find((e) => e.name === 'HTTP_PROXY')?.value, 'http://127.0.0.1:15001')
   }
+})
+
+/** The settings a container's process loads: its plain variables over the image's, over the ConfigMap. */
+function containerSettings(objects: KubeObject[], deployment: string) {
+  const file = join(mkdtempSync(join(tmpdir(), 'wg-chart-settings-')), 'writegate.yaml')
+  writeFileSync(file, find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml'])
+  const container = podSpecOf(find(objects, 'Deployment', deployment)).containers[0]
+  const env = Object.fromEntries(
+    container.env.filter((e: KubeObject) => e.value !== undefined).map((e: KubeObject) => [e.name, e.value]),
+  )
+  return loadSettings({ ...imageEnv(), ...env, WRITEGATE_CONFIG: file })
+}
+
+t.test('the pods listen on every interface, and settings.*.host changes where, over the image', async (t) => {
+  const base = ['-f', join(CHART, 'examples', 'minimal.yaml')]
+  const [plain, changed] = await Promise.all([
+    renderChart(base),
+    renderChart([
+      ...base,
+      ...['--set', 'settings.server.host=::', '--set', 'settings.metrics.host=::1'],
+      ...['--set', 'settings.injector.host=::'],
+    ]),
+  ])
+  const cp = `${RELEASE}-writegate`
+  const injector = `${RELEASE}-writegate-injector`
+  t.equal(containerSettings(plain, cp).server.host, '0.0.0.0')
+  t.equal(containerSettings(plain, cp).metrics.host, '0.0.0.0')
+  t.equal(containerSettings(plain, injector).injector.host, '0.0.0.0')
+  t.equal(containerSettings(changed, cp).server.host, '::', 'not shadowed by the image')
+  t.equal(containerSettings(changed, cp).metrics.host, '::1')
+  t.equal(containerSettings(changed, injector).injector.host, '::')
 })
 
 t.test('settings changes roll the pods; bad values fail with a clear message', async (t) => {

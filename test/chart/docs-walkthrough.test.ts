@@ -12,62 +12,15 @@ import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
 import { mutatePod } from '../../src/injector/pod-mutation.js'
 import { all, CHART, find, type KubeObject, ROOT } from '../helpers/chart.js'
+import { LAUNCHER } from '../helpers/cli.js'
 import { helm } from '../helpers/helm.js'
+import { type Block, blocks, commands, words } from '../helpers/markdown-shell.js'
 
 /**
  * Runs the commands of docs/kubernetes.md and the README's Kubernetes section as far as
  * they go without a cluster. Every command must be one this test knows how to check, so
  * the walk-through cannot drift from the chart, the injector or the files it shows.
  */
-
-interface Block {
-  lang: string
-  text: string
-}
-
-function blocks(markdown: string): Block[] {
-  return [...markdown.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({
-    lang: m[1] ?? '',
-    text: m[2] ?? '',
-  }))
-}
-
-/** Shell words, with quotes removed; `$VARS` are kept as written. */
-function words(line: string): string[] {
-  const out: string[] = []
-  let cur = ''
-  let quote: string | null = null
-  let started = false
-  for (let i = 0; i < line.length; i++) {
-    const c = line[i] as string
-    if (quote) {
-      if (c === quote) quote = null
-      else if (c === '\\' && quote === '"' && i + 1 < line.length) cur += line[++i]
-      else cur += c
-    } else if (c === "'" || c === '"') {
-      quote = c
-      started = true
-    } else if (/\s/.test(c)) {
-      if (started) out.push(cur)
-      cur = ''
-      started = false
-    } else {
-      cur += c
-      started = true
-    }
-  }
-  if (quote) throw new Error(`unbalanced quote in: ${line}`)
-  if (started) out.push(cur)
-  return out
-}
-
-function commands(block: Block): string[] {
-  return block.text
-    .replace(/\\\n\s*/g, ' ')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'))
-}
 
 function flag(argv: string[], ...names: string[]): string | undefined {
   for (let i = 0; i < argv.length; i++) {
@@ -226,14 +179,12 @@ async function run(t: Test, world: World, line: string): Promise<void> {
     return
   }
   if (cmd === 'helm') return helmInstall(t, world, argv)
-  if (cmd === 'writegate' && sub[0] === 'keygen') {
+  if (cmd === 'npx' && sub[0] === 'writegate' && sub[1] === 'keygen') {
+    // Through the launcher `npx writegate` runs (test/cli/docs-commands.test.ts runs npx itself).
     const out = join(dir, `key-${Math.random().toString(36).slice(2)}`)
-    execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'keygen', out], {
-      cwd: ROOT,
-      stdio: 'pipe',
-    })
+    execFileSync(process.execPath, [LAUNCHER, 'keygen', out], { cwd: ROOT, stdio: 'pipe' })
     t.equal(Buffer.from(readFileSync(out, 'utf8').trim(), 'base64').length, 32, 'keygen writes a 32-byte key')
-    world.files.set(sub[1] as string, 'key')
+    world.files.set(sub[2] as string, 'key')
     return
   }
   if (cmd === 'kubectl' && sub[0] === 'create' && sub[1] === 'namespace') {

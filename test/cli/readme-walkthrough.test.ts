@@ -34,9 +34,11 @@ t.test("the README's quick start works as printed, on the embedded defaults", as
   t.ok(block, 'the README has the walk-through block')
   const port = await freePort()
   const dataDir = mkdtempSync(join(tmpdir(), 'wg-readme-'))
-  // What `npm start` runs, with only the port and data dir moved so tests do not collide.
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+  // `npm start` as printed, with only the port and data dir moved so tests do not collide. Its
+  // own process group, so stopping it stops npm's child too.
+  const child = spawn('npm', ['start'], {
     cwd: root,
+    detached: true,
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
@@ -52,11 +54,13 @@ t.test("the README's quick start works as printed, on the embedded defaults", as
   child.stdout?.on('data', (d) => (logs += d))
   child.stderr?.on('data', (d) => (logs += d))
   t.teardown(() => {
-    child.kill('SIGTERM')
+    if (child.pid !== undefined && child.exitCode === null && child.signalCode === null)
+      process.kill(-child.pid, 'SIGTERM')
   })
   await waitFor(`http://127.0.0.1:${port}/healthz`, child)
 
   const script = (block as string).replaceAll('localhost:8080', `localhost:${port}`)
+  const cwd = mkdtempSync(join(tmpdir(), 'wg-readme-cwd-'))
   const out = execFileSync(
     'bash',
     [
@@ -70,7 +74,7 @@ t.test("the README's quick start works as printed, on the embedded defaults", as
         .join('\n'),
     ],
     {
-      cwd: mkdtempSync(join(tmpdir(), 'wg-readme-cwd-')),
+      cwd,
       encoding: 'utf8',
       timeout: 60_000,
     },
@@ -86,6 +90,16 @@ t.test("the README's quick start works as printed, on the embedded defaults", as
     { decision: 'ALLOW', reason: 'grant_consumed', token: /^wgt_/ },
     { revoked: { all: true }, receiptId: /^rcp_/ },
     { decision: 'DENY', reason: 'sponsor_revoked_tenant' },
+    { reinstated: { all: true }, receiptId: /^rcp_/ },
   ])
+  t.equal(answers.length, 7, 'every curl answered')
+  const key = JSON.parse(readFileSync(join(cwd, 'key.json'), 'utf8'))
+  const agent = JSON.parse(readFileSync(join(cwd, 'agent.json'), 'utf8'))
+  t.match(
+    agent,
+    { scope: 'agent', apiKey: /^svc_/, tenantId: key.tenantId },
+    "an agent key of the walk-through's tenant",
+  )
+  t.notOk('sponsorToken' in agent || 'totp' in agent, 'a key for an existing tenant shows no tenant secrets')
   t.notMatch(logs, /"level":50/, 'a healthy run logs no errors')
 })

@@ -1,25 +1,14 @@
-import { spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import postgres from 'postgres'
 import t from 'tap'
+import { randomBase62 } from '../../src/core/random.js'
+import { openTestDatabase } from '../helpers/backends.js'
+import { inPairs, ROOT as root, runCli } from '../helpers/cli.js'
+import { TEST_DATABASE_URL } from '../helpers/servers.js'
 
-const root = join(import.meta.dirname, '..', '..')
-
-function run(args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      WRITEGATE_CONFIG: join(root, 'config', 'writegate.yaml'),
-      ...env,
-    },
-    encoding: 'utf8',
-    timeout: 60_000,
-  })
-  return { code: r.status, stderr: r.stderr.trim(), stdout: r.stdout.trim() }
-}
+const run = (args: string[], env: Record<string, string>) => runCli(args, { env })
 
 t.test('a bad setting stops start-up with exactly one line naming it', async (t) => {
   const cases: [Record<string, string>, RegExp][] = [
@@ -33,17 +22,26 @@ t.test('a bad setting stops start-up with exactly one line naming it', async (t)
       /^writegate: invalid setting secrets\.masterKeyFile \(WRITEGATE_MASTER_KEY_FILE\): \/nonexistent\/key: /,
     ],
     [{ WRITEGATE_CONFIG: '/nonexistent.yaml' }, /^writegate: invalid setting WRITEGATE_CONFIG/],
+    // Set but empty is not "the default": it is a mistake, named.
+    [
+      { WRITEGATE_PORT: '' },
+      /^writegate: invalid setting server\.port \(WRITEGATE_PORT\): the variable is set but empty \(unset it/,
+    ],
+    [
+      { WRITEGATE_TRUST_PROXY: 'not-an-ip' },
+      /^writegate: invalid setting server\.trustProxy\.0 \(WRITEGATE_TRUST_PROXY\): expected .*, got "not-an-ip"$/,
+    ],
   ]
-  for (const [env, pattern] of cases) {
-    const r = run(['start'], { WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')), ...env })
+  await inPairs(cases, async ([env, pattern]) => {
+    const r = await run(['start'], { WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')), ...env })
     t.equal(r.code, 1, JSON.stringify(env))
     t.match(r.stderr, pattern)
     t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
-  }
+  })
 })
 
 t.test('an unreachable Redis or database at start names the setting, in one line', async (t) => {
-  const redis = run(['start'], {
+  const redis = await run(['start'], {
     WRITEGATE_DATABASE_URL: 'memory://',
     WRITEGATE_REDIS_URL: 'redis://127.0.0.1:1',
     WRITEGATE_PORT: '0',
@@ -62,14 +60,15 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
   const lockedDir = mkdtempSync(join(tmpdir(), 'wg-cli-'))
   mkdirSync(join(lockedDir, 'pgdata'))
   writeFileSync(join(lockedDir, 'pgdata', 'writegate.lock'), String(process.pid))
-  for (const [command, dir, detail] of [
+  const cases = [
     ['start', fileDir, /\(EEXIST\)$/],
     ['start', lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
     // `writegate migrate` opens the same database, and blames the same setting.
     ['migrate', fileDir, /\(EEXIST\)$/],
     ['migrate', lockedDir, new RegExp(`in use by process ${process.pid}\\)$`)],
-  ] as const) {
-    const r = run([command], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
+  ] as const
+  await inPairs(cases, async ([command, dir, detail]) => {
+    const r = await run([command], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
     t.equal(r.code, 1, `${command} ${dir}`)
     t.match(
       r.stderr,
@@ -78,13 +77,13 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
     t.match(r.stderr, detail)
     t.notMatch(r.stderr, /database\.url/, 'no URL is set, so none is blamed')
     t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
-  }
+  })
 
   // With a URL set, the URL is what is blamed.
   const keys = mkdtempSync(join(tmpdir(), 'wg-cli-'))
-  t.equal(run(['keygen', join(keys, 'master.key')], {}).code, 0)
-  t.equal(run(['audit-keygen', join(keys, 'audit.key')], {}).code, 0)
-  const url = run(['start'], {
+  t.equal((await run(['keygen', join(keys, 'master.key')], {})).code, 0)
+  t.equal((await run(['audit-keygen', join(keys, 'audit.key')], {})).code, 0)
+  const url = await run(['start'], {
     WRITEGATE_DATA_DIR: fileDir,
     WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none',
     WRITEGATE_MASTER_KEY_FILE: join(keys, 'master.key'),
@@ -100,7 +99,7 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
 })
 
 t.test('an unreachable database at migrate names the setting, in one line', async (t) => {
-  const r = run(['migrate'], {
+  const r = await run(['migrate'], {
     WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
     WRITEGATE_DATABASE_URL: 'postgres://127.0.0.1:1/none',
   })
@@ -111,17 +110,65 @@ t.test('an unreachable database at migrate names the setting, in one line', asyn
   )
 })
 
+t.test(
+  "a Postgres server's refusal is quoted and blamed on database.url, never echoing the password",
+  async (t) => {
+    const missing = `wg_missing_${randomBase62(8).toLowerCase()}`
+    const server = new URL(TEST_DATABASE_URL)
+    const url = (user: string, database: string) => `postgres://${user}:hunter2@${server.host}/${database}`
+    const role = `wg_role_${randomBase62(8).toLowerCase()}`
+    // A role that may log in but not create anything in a fresh database (PostgreSQL 15+).
+    const admin = postgres(TEST_DATABASE_URL, { max: 1, onnotice: () => {} })
+    const fresh = await openTestDatabase('postgres', { migrate: false })
+    await admin.unsafe(`create role ${role} login`)
+    t.teardown(async () => {
+      await fresh.close()
+      await admin.unsafe(`drop role if exists ${role}`)
+      await admin.end({ timeout: 1 })
+    })
+    const freshName = new URL(fresh.url as string).pathname.slice(1)
+    const cases: [string, string][] = [
+      [url(server.username || 'postgres', missing), `cannot connect: database "${missing}" does not exist`],
+      [url(`${role}_nobody`, freshName), `cannot connect: role "${role}_nobody" does not exist`],
+      [url(role, freshName), 'cannot apply the migrations: permission denied for schema public'],
+    ]
+    await inPairs(cases, async ([databaseUrl, detail]) => {
+      const r = await run(['migrate'], {
+        WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
+        WRITEGATE_DATABASE_URL: databaseUrl,
+      })
+      t.equal(r.code, 1)
+      t.equal(r.stderr, `writegate: invalid setting database.url (WRITEGATE_DATABASE_URL): ${detail}`)
+      t.notMatch(r.stderr + r.stdout, /hunter2/)
+    })
+  },
+)
+
+t.test('the proxy: an API key variable that is set but empty is named, not taken as no key', async (t) => {
+  const r = await run(['proxy'], {
+    WRITEGATE_REDIS_URL: 'redis://127.0.0.1:1',
+    WRITEGATE_ROUTES_FILE: join(root, 'config', 'systems.example.yaml'),
+    BILLING_API_TOKEN: 'x',
+    WRITEGATE_PROXY_API_KEY: '',
+  })
+  t.equal(r.code, 1)
+  t.equal(
+    r.stderr,
+    'writegate: invalid setting WRITEGATE_PROXY_API_KEY: the variable is set but empty (unset it to use the settings file or the default)',
+  )
+})
+
 t.test('unknown commands and help', async (t) => {
-  const bad = run(['frobnicate'], {})
-  t.equal(bad.code, 1)
+  const bad = await run(['frobnicate'], {})
+  t.equal(bad.code, 2)
   t.equal(bad.stderr, 'writegate: unknown command "frobnicate" (try: writegate help)')
-  const help = run(['help'], {})
+  const help = await run(['help'], {})
   t.equal(help.code, 0)
   t.match(help.stdout, /Usage: writegate <command>/)
 })
 
 t.test('migrate applies migrations to the embedded default', async (t) => {
-  const r = run(['migrate'], {
+  const r = await run(['migrate'], {
     WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
     WRITEGATE_LOG_LEVEL: 'info',
   })
@@ -141,12 +188,12 @@ t.test('the injector: a bad setting or a missing certificate is one line', async
       /^writegate: invalid setting injector\.tls\.certFile \(WRITEGATE_INJECTOR_TLS_CERT_FILE\): cannot read \/nonexistent\/tls\.crt: ENOENT$/,
     ],
   ]
-  for (const [env, pattern] of cases) {
-    const r = run(['injector'], env)
+  await inPairs(cases, async ([env, pattern]) => {
+    const r = await run(['injector'], env)
     t.equal(r.code, 1, JSON.stringify(env))
     t.match(r.stderr, pattern)
     t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
-  }
-  const help = run(['help'], {})
+  })
+  const help = await run(['help'], {})
   t.match(help.stdout, /^ {2}injector +run the Kubernetes admission webhook/m)
 })

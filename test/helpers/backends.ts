@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import { randomBase62 } from '../../src/core/random.js'
 import { migrate } from '../../src/store/migrate.js'
 import { type Database, type DatabaseKind, openDatabase } from '../../src/store/postgres/connect.js'
+import { pgliteTemplate } from './pglite-template.js'
 import { TEST_DATABASE_URL, unreachable } from './servers.js'
 
 export const ALL_BACKENDS: readonly DatabaseKind[] = ['pglite-memory', 'pglite-disk', 'postgres']
@@ -25,11 +26,11 @@ export async function openTestDatabase(
 ): Promise<TestDatabase> {
   let result: TestDatabase
   if (kind === 'pglite-memory') {
-    const db = await openDatabase({ kind: 'pglite-memory' })
+    const db = await openDatabase({ kind: 'pglite-memory', initialState: await pgliteTemplate() })
     result = { db, url: null, close: () => db.close() }
   } else if (kind === 'pglite-disk') {
     const dir = mkdtempSync(join(tmpdir(), 'writegate-test-'))
-    const db = await openDatabase({ kind: 'pglite-disk', dir })
+    const db = await openDatabase({ kind: 'pglite-disk', dir, initialState: await pgliteTemplate() })
     result = {
       db,
       url: null,

@@ -3,7 +3,7 @@ import type { SystemsFile } from '../../src/config/systems.js'
 import type { Logger } from '../../src/observability/logger.js'
 import { startControlPlane } from './control-plane.js'
 import { startEmbeddedProxy } from './proxy.js'
-import { billingSystems, writeRoutesFile } from './proxy-fixtures.js'
+import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from './proxy-fixtures.js'
 import { RecordingUpstream } from './upstream.js'
 
 /**
@@ -17,22 +17,31 @@ export async function startBillingProxy(
     /** Extra `proxy` settings, e.g. `upstreamTimeoutMs`. */
     proxy?: Record<string, unknown>
     logger?: Logger
+    /** Custom verbs to register before the systems are enrolled (their routes may name them). */
+    verbs?: string[]
   } = {},
 ) {
   const upstream = await new RecordingUpstream().start()
   t.teardown(() => upstream.close())
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  // The control plane injects the same credential when it replays an approved write.
+  process.env.BILLING_TOKEN = 'up-secret'
+  const { api, cp } = await startControlPlane(t, 'pglite-memory', {
+    settings: { credentials: BILLING_CREDENTIALS },
+  })
   const tenant = await api.newTenant()
   const agent = await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: tenant.apiKey })
+  for (const name of opts.verbs ?? []) await api.post('/v1/verbs', { name }, { bearer: tenant.apiKey })
+  await enrolSystems(api, tenant.apiKey, (opts.systems ?? billingSystems)(upstream.origin))
   const proxy = await startEmbeddedProxy(
     t,
     cp,
-    writeRoutesFile((opts.systems ?? billingSystems)(upstream.origin)),
+    null,
     { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
     opts.proxy ?? {},
-    opts.logger ? { logger: opts.logger } : {},
+    { ...(opts.logger ? { logger: opts.logger } : {}), settings: { credentials: BILLING_CREDENTIALS } },
   )
-  for (let i = 0; i < 50 && !(await proxy.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 20))
+  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
+    await new Promise((r) => setTimeout(r, 20))
   return {
     upstream,
     api,

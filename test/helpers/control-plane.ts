@@ -5,7 +5,7 @@ import type { Settings } from '../../src/config/schema.js'
 import type { SystemsFile } from '../../src/config/systems.js'
 import { type ControlPlane, createControlPlane } from '../../src/control/control-plane.js'
 import { type Clock, ManualClock } from '../../src/core/clock.js'
-import { createLogger } from '../../src/observability/logger.js'
+import { createLogger, type Logger } from '../../src/observability/logger.js'
 import type { Keyring } from '../../src/security/keyring.js'
 import { deriveKeyring } from '../../src/security/keyring.js'
 import type { HotStore } from '../../src/store/ports/hot-store.js'
@@ -29,6 +29,8 @@ export interface StartOptions {
   keyring?: Keyring
   /** Replicas of one deployment share the checkpoint signing key; by default each test gets its own. */
   auditSigningKey?: KeyObject
+  /** A logger to read back (see `capturingLogger`); by default logs are silent. */
+  logger?: Logger
 }
 
 /** Settings for tests: quiet logs, and issuance limits high enough not to trip unrelated tests. */
@@ -48,7 +50,7 @@ export async function startControlPlane(
     database: db.db,
     clock,
     keyring: opts.keyring ?? deriveKeyring(randomBytes(32)),
-    logger: createLogger(settings.log.level),
+    logger: opts.logger ?? createLogger(settings.log.level),
     ...(opts.systems ? { systems: opts.systems } : {}),
     ...(opts.hot ? { hot: opts.hot } : {}),
     auditSigningKey: opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey,

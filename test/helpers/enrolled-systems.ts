@@ -93,6 +93,7 @@ export function billingSystems(tenantId: string, origin: string, otherOrigin = o
     systems: [
       {
         systemId: 'sys_billing',
+        kind: 'http',
         tenantId,
         upstream: origin,
         credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: CREDENTIAL_ENV },
@@ -144,6 +145,7 @@ export function billingSystems(tenantId: string, origin: string, otherOrigin = o
       },
       {
         systemId: 'sys_other',
+        kind: 'http',
         tenantId,
         upstream: otherOrigin,
         reads: 'pass',

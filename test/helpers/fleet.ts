@@ -1,21 +1,24 @@
+import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
+import type { Logger } from '../../src/observability/logger.js'
 import { type RunningProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
+import { deriveKeyring, type Keyring } from '../../src/security/keyring.js'
 import type { HotStore } from '../../src/store/ports/hot-store.js'
 import { openTestDatabase, type TestDatabase } from './backends.js'
 import { startControlPlane, type TestControlPlane } from './control-plane.js'
-import { billingSystems, writeRoutesFile } from './proxy-fixtures.js'
+import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from './proxy-fixtures.js'
 import { openTestRedis } from './redis.js'
 import { RecordingUpstream } from './upstream.js'
 
 export interface Fleet extends TestControlPlane {
   upstream: RecordingUpstream
   proxies: RunningProxy[]
-  tenant: { apiKey: string; sponsorToken: string; tenantId: string; email: string }
+  tenant: { apiKey: string; sponsorToken: string; tenantId: string; email: string; totp: { secret: string } }
   agent: { apiKey: string; keyId: string }
   redisUrl: string
   prefix: string
-  routesFile: string
+  keyring: Keyring
   startProxy(opts?: { deaf?: boolean }): Promise<RunningProxy>
 }
 
@@ -37,6 +40,8 @@ export async function startFleet(
     quota?: number
     redisUrl?: string
     upstreamTimeoutMs?: number
+    /** One logger for the control plane and every proxy (silent by default). */
+    logger?: Logger
   } = {},
 ): Promise<Fleet> {
   const redis = await openTestRedis()
@@ -45,10 +50,20 @@ export async function startFleet(
   const db: TestDatabase = await openTestDatabase('postgres')
   const shared = {
     redis: { url: redisUrl, keyPrefix: redis.prefix },
+    // The upstream is on loopback: outside the embedded default, that must be allowed.
+    systems: { allowPrivateUpstreams: true },
+    credentials: BILLING_CREDENTIALS,
     quota: { checksPerMonth: opts.quota ?? 100000 },
     hotStore: { reconcileIntervalMs: 500 },
   }
-  const cp = await startControlPlane(t, 'postgres', { db, settings: shared })
+  // Kept, so a second control plane on the same database can read what this one encrypted.
+  const keyring = deriveKeyring(randomBytes(32))
+  const cp = await startControlPlane(t, 'postgres', {
+    db,
+    settings: shared,
+    keyring,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  })
   t.teardown(async () => {
     await upstream.close()
     await redis.close()
@@ -60,22 +75,24 @@ export async function startFleet(
     { email: tenant.email, scope: 'agent' },
     { bearer: tenant.apiKey },
   )
-  const routesFile = writeRoutesFile(billingSystems(upstream.origin))
+  await enrolSystems(cp.api, tenant.apiKey, billingSystems(upstream.origin))
   const proxies: RunningProxy[] = []
   const startOne = async (o: { deaf?: boolean } = {}) => {
     const settings = parseSettings({
       ...shared,
       log: { level: 'silent' },
-      proxy: { port: 0, host: '127.0.0.1', routesFile, upstreamTimeoutMs: opts.upstreamTimeoutMs ?? 30000 },
+      proxy: { port: 0, host: '127.0.0.1', upstreamTimeoutMs: opts.upstreamTimeoutMs ?? 30000 },
       metrics: { port: 0, host: '127.0.0.1' },
     })
     const p = await startProxyProcess(settings, {
       env: { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
       clock: cp.clock,
+      ...(opts.logger ? { logger: opts.logger } : {}),
       ...((o.deaf ?? opts.deaf) ? { wrapHotStore: deaf } : {}),
     })
     t.teardown(() => p.close())
-    for (let i = 0; i < 200 && !(await p.proxy.ready()); i++) await new Promise((r) => setTimeout(r, 25))
+    for (let i = 0; i < 200 && !(await p.proxy.readiness()).ready; i++)
+      await new Promise((r) => setTimeout(r, 25))
     proxies.push(p)
     return p
   }
@@ -88,7 +105,7 @@ export async function startFleet(
     agent: agent.body,
     redisUrl,
     prefix: redis.prefix,
-    routesFile,
+    keyring,
     startProxy: startOne,
   }
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import type { SystemsFile } from '../../src/config/systems.js'
+import type { Api } from './control-plane.js'
 
 /** An enrolled-systems file routing the usual verbs to a loopback upstream. */
 export function billingSystems(upstream: string, tenantId?: string): SystemsFile {
@@ -11,6 +12,7 @@ export function billingSystems(upstream: string, tenantId?: string): SystemsFile
     systems: [
       {
         systemId: 'sys_billing',
+        kind: 'http',
         ...(tenantId ? { tenantId } : {}),
         upstream,
         credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
@@ -36,3 +38,14 @@ export function writeRoutesFile(file: SystemsFile): string {
   writeFileSync(path, stringify(file))
   return path
 }
+
+/** Enrols a file's systems for the tenant of `adminKey` through `POST /v1/systems`, as an operator would. */
+export async function enrolSystems(api: Api, adminKey: string, file: SystemsFile): Promise<void> {
+  for (const { tenantId: _, ...system } of file.systems) {
+    const r = await api.post('/v1/systems', system, { bearer: adminKey })
+    if (r.status !== 201) throw new Error(`enrol ${system.systemId}: ${r.status} ${JSON.stringify(r.body)}`)
+  }
+}
+
+/** Proxy settings that let it inject the test systems' credential (`BILLING_TOKEN`). */
+export const BILLING_CREDENTIALS = { allowEnv: ['BILLING_TOKEN'] }

@@ -92,8 +92,8 @@ export function agentRequestExpectingContinue(
 }
 
 /**
- * An embedded proxy over a test control plane's in-memory hot store and gate. With a null
- * `routesFile` it falls back to `systemsFile`, as `npm start` does with the control plane's.
+ * An embedded proxy over a test control plane's in-memory hot store and gate. Its systems are
+ * the tenant's enrolled ones, plus those of `routesFile` (deprecated) when one is given.
  */
 export async function startEmbeddedProxy(
   t: Test,
@@ -101,10 +101,11 @@ export async function startEmbeddedProxy(
   routesFile: string | null,
   env: Record<string, string>,
   extra: Record<string, unknown> = {},
-  opts: { logger?: Logger; systemsFile?: string } = {},
+  opts: { logger?: Logger; systemsFile?: string; settings?: Record<string, unknown> } = {},
 ): Promise<RunningProxy> {
   const settings = parseSettings({
     log: { level: 'silent' },
+    ...(opts.settings ?? {}),
     ...(opts.systemsFile ? { systemsFile: opts.systemsFile } : {}),
     proxy: { port: 0, host: '127.0.0.1', ...(routesFile ? { routesFile } : {}), ...extra },
   })

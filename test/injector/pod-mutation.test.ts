@@ -42,9 +42,12 @@ const PROXY_CONTAINER_FOR_BILLING = {
     { name: 'wg-metrics', containerPort: 9464, protocol: 'TCP' },
   ],
   env: [
+    { name: 'WRITEGATE_PROXY_HOST', value: '::' },
     { name: 'WRITEGATE_PROXY_PORT', value: '15001' },
+    { name: 'WRITEGATE_METRICS_HOST', value: '0.0.0.0' },
     { name: 'WRITEGATE_METRICS_PORT', value: '9464' },
     { name: 'WRITEGATE_ROUTES_FILE', value: '/etc/writegate/routes/systems.yaml' },
+    { name: 'WRITEGATE_CREDENTIALS_ALLOW_FILES', value: '/var/run/writegate/credentials' },
     { name: 'WRITEGATE_PROXY_API_KEY_FILE', value: '/var/run/writegate/proxy/api-key' },
     {
       name: 'WRITEGATE_REDIS_URL',
@@ -412,3 +415,41 @@ t.test('enforce adds the iptables init container after the pod’s own init cont
     { name: 'writegate-tmp', emptyDir: {} },
   ])
 })
+
+t.test(
+  'without a routes ConfigMap the proxy gets no file; credential-env allows its variables',
+  async (t) => {
+    const review = fixture('review-annotated-pod.json')
+    const a = review.request.object.metadata.annotations
+    delete a['writegate.io/routes']
+    a['writegate.io/credential-env'] = 'BILLING_API_TOKEN, GITHUB_APP_KEY'
+    const ops = patchOf(answerReview(review, opts).body)
+    const volumes = ops
+      .filter((o) => o.path === '/spec/volumes/-')
+      .map((o) => (o.value as { name: string }).name)
+    t.notOk(volumes.includes('writegate-routes'), 'no routes volume')
+    const initContainers = ops.find((o) => o.path === '/spec/initContainers')
+    t.ok(initContainers, 'the proxy is injected as a native sidecar')
+    const proxy = (
+      (initContainers?.value ?? []) as {
+        env: { name: string; value?: string }[]
+        volumeMounts: { name: string }[]
+      }[]
+    )[0]
+    t.notOk(proxy?.env.some((e) => e.name === 'WRITEGATE_ROUTES_FILE'))
+    t.notOk(proxy?.volumeMounts.some((m) => m.name === 'writegate-routes'))
+    t.same(
+      proxy?.env.filter((e) => e.name.startsWith('WRITEGATE_CREDENTIALS_')),
+      [
+        { name: 'WRITEGATE_CREDENTIALS_ALLOW_FILES', value: '/var/run/writegate/credentials' },
+        { name: 'WRITEGATE_CREDENTIALS_ALLOW_ENV', value: 'BILLING_API_TOKEN,GITHUB_APP_KEY' },
+      ],
+    )
+    for (const bad of ['WRITEGATE_REDIS_URL', 'not a name']) {
+      a['writegate.io/credential-env'] = bad
+      const refused = answerReview(review, opts).body as AdmissionResponseBody
+      t.equal(refused.response.allowed, false, bad)
+      t.match(refused.response.status?.message, /writegate\.io\/credential-env/)
+    }
+  },
+)

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { ConfigError, loadSettings } from '../../src/config/load.js'
+import { ConfigError, ENV_OVERRIDES, loadSettings } from '../../src/config/load.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-config-'))
 const file = (name: string, text: string) => {
@@ -68,7 +68,21 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
     ],
     [
       { WRITEGATE_CONFIG: file('ok3.yaml', ''), WRITEGATE_DATABASE_URL: 'mysql://x' },
-      /^invalid setting database\.url \(WRITEGATE_DATABASE_URL\): expected postgres/,
+      /^invalid setting database\.url \(WRITEGATE_DATABASE_URL\): expected a valid URL: postgres/,
+    ],
+    // Not a URL (a port out of range): refused by the schema, the password never echoed.
+    [
+      { WRITEGATE_CONFIG: file('ok3b.yaml', ''), WRITEGATE_DATABASE_URL: 'postgres://u:hunter2@db:99999/x' },
+      /^invalid setting database\.url \(WRITEGATE_DATABASE_URL\): expected a valid URL: postgres:\/\/…, postgresql:\/\/… or memory:\/\/$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ok4b.yaml', ''), WRITEGATE_REDIS_URL: 'redis://:hunter2@[nope/' },
+      /^invalid setting redis\.url \(WRITEGATE_REDIS_URL\): expected a valid URL: redis:\/\/… or rediss:\/\/…$/,
+    ],
+    // A variable under a setting the file gives as a scalar.
+    [
+      { WRITEGATE_CONFIG: file('scalar.yaml', 'server: 5\n'), WRITEGATE_PORT: '1' },
+      /^invalid setting server\.port \(WRITEGATE_PORT\): server is not a mapping in the config file$/,
     ],
     [
       { WRITEGATE_CONFIG: file('ok4.yaml', ''), WRITEGATE_REDIS_URL: 'http://x' },
@@ -79,12 +93,12 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
       /^invalid setting log\.level \(WRITEGATE_LOG_LEVEL\)/,
     ],
     [
-      { WRITEGATE_CONFIG: file('ok6.yaml', ''), WRITEGATE_TRUST_PROXY: 'not-an-ip' },
-      /^invalid setting server\.trustProxy\.0/,
+      { WRITEGATE_CONFIG: file('ok6.yaml', ''), WRITEGATE_TRUST_PROXY: 'loopback,not-an-ip' },
+      /^invalid setting server\.trustProxy\.1 \(WRITEGATE_TRUST_PROXY\): expected loopback, .*, got "not-an-ip"$/,
     ],
     [
       { WRITEGATE_CONFIG: file('trust0.yaml', ''), WRITEGATE_TRUST_PROXY: '10.0.0.0/0' },
-      /^invalid setting server\.trustProxy\.0/,
+      /^invalid setting server\.trustProxy\.0 \(WRITEGATE_TRUST_PROXY\)/,
     ],
     [
       { WRITEGATE_CONFIG: file('trustexp.yaml', 'server:\n  trustProxy: [10.0.0.0/1e1]\n') },
@@ -122,6 +136,28 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
     t.match(message, pattern, message)
     t.notOk(message.includes('\n'), 'one line')
   }
+})
+
+t.test('a variable that is set but empty is an error naming it, never the default', async (t) => {
+  const ok = file('empty-vars.yaml', '')
+  for (const [name, o] of Object.entries(ENV_OVERRIDES)) {
+    for (const value of ['', '  ']) {
+      t.equal(
+        errorOf({ WRITEGATE_CONFIG: ok, [name]: value }),
+        `invalid setting ${o.path.join('.')} (${name}): the variable is set but empty (unset it to use the settings file or the default)`,
+        `${name}=${JSON.stringify(value)}`,
+      )
+    }
+  }
+  // A list variable of nothing but separators is empty too.
+  t.match(
+    errorOf({ WRITEGATE_CONFIG: ok, WRITEGATE_TRUST_PROXY: ' , ' }),
+    /\(WRITEGATE_TRUST_PROXY\): the variable is set but empty/,
+  )
+  t.equal(
+    errorOf({ WRITEGATE_CONFIG: '' }),
+    'invalid setting WRITEGATE_CONFIG: the variable is set but empty (unset it to use the settings file or the default)',
+  )
 })
 
 t.test('injector settings: defaults, YAML and WRITEGATE_INJECTOR_* overrides', async (t) => {

@@ -143,6 +143,7 @@ function snapshot(over: Partial<TenantSnapshot> = {}): TenantSnapshot {
     keys: { key_a: { principalId: 'prn_a', revoked: false, scope: 'admin' } },
     roster: { all: false, principals: [], keys: [] },
     grants: [],
+    systems: [],
     ...over,
   }
 }

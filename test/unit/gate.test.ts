@@ -22,6 +22,7 @@ function snapshot(version: number, over: Partial<TenantSnapshot> = {}): TenantSn
     keys: { key_a: { principalId: 'prn_a', revoked: false, scope: 'agent' } },
     roster: { all: false, principals: [], keys: [] },
     grants: [],
+    systems: [],
     ...over,
   }
 }
@@ -114,7 +115,7 @@ t.test('a prediction is reused only under the snapshot and the second it was mad
   await inner.publish(snapshot(1))
   const real = await gate.predict(req)
   t.match(real, { evaluation: { kind: 'decided', outcome: { decision: 'ALLOW', policyVersion: 1 } } })
-  if (real?.evaluation.kind !== 'decided') return
+  if (real?.evaluation?.kind !== 'decided') return
   // A marked evaluation: the decision shows whether decide() reused it or evaluated afresh.
   const marked = {
     ...real,

@@ -1,28 +1,39 @@
 import type { IncomingMessage } from 'node:http'
 import t from 'tap'
 import { ERRORS } from '../../src/core/errors.js'
-import { NOT_ENROLLED, resolveTarget } from '../../src/proxy/request-target.js'
-import { RouteTable } from '../../src/proxy/route-table.js'
+import { NO_LOCAL_SYSTEMS, planProxyRequest } from '../../src/proxy/request-plan.js'
+import { parseTarget } from '../../src/proxy/request-target.js'
+import { snapshotWithSystems } from '../helpers/snapshots.js'
 
-const table = new RouteTable(
+const snap = snapshotWithSystems('ten_a', [
   {
-    passthrough: [],
-    systems: [
-      {
-        systemId: 'sys_ours',
-        upstream: 'http://upstream.test:8080',
-        reads: 'pass',
-        routes: [{ method: 'POST', path: '/v1/verify', verb: 'verify' }],
-        tools: [],
-      },
-    ],
-  } as never,
-  {},
-  { upstreamTimeoutMs: 30_000 },
-)
-t.teardown(() => {
-  for (const s of table.systems()) s.agent.destroy()
-})
+    systemId: 'sys_ours',
+    kind: 'http' as const,
+    tenantId: 'ten_a',
+    version: 1,
+    createdAt: 0,
+    updatedAt: 0,
+    upstream: 'http://upstream.test:8080',
+    reads: 'pass',
+    routes: [{ method: 'POST', path: '/v1/verify', verb: 'verify' }],
+    tools: [],
+  },
+])
+
+/** The proxy's answer before any decision: a refusal of the target itself, or of the system it names. */
+function refusalOf(url: string, host: string | undefined) {
+  const target = parseTarget(req(url, host))
+  if (!target.ok) return { ok: false, status: target.def.status, error: target.error, code: target.def.code }
+  const plan = planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST')
+  if (plan.kind === 'settle' && plan.context.kind === 'refused')
+    return {
+      ok: false,
+      status: plan.context.def.status,
+      error: plan.context.error,
+      code: plan.context.def.code,
+    }
+  return { ok: true }
+}
 
 const req = (url: string, host = 'proxy.test') => ({ url, headers: { host } }) as unknown as IncomingMessage
 
@@ -87,32 +98,24 @@ t.test('every refusal is the registry code and status, with the exact wire text'
   ]
   const codes = new Map(Object.values(ERRORS).map((d) => [d.code, d.status]))
   for (const [url, host, expected] of cases) {
-    const r = resolveTarget(req(url, host), table, null)
-    t.same(r, { ok: false, ...expected }, url)
+    t.same(refusalOf(url, host), { ok: false, ...expected }, url)
     t.equal(codes.get(expected.code), expected.status, `${expected.code} is in the registry with its status`)
   }
-  t.same(NOT_ENROLLED, {
-    ok: false,
-    status: 403,
-    error: 'not an enrolled system: writegate forwards only to enrolled upstreams',
-    code: 'not_enrolled',
-  })
 })
 
 t.test('an enrolled system resolves in each mode', async (t) => {
-  t.match(resolveTarget(req('/sys_ours/v1/verify'), table, null), {
-    ok: true,
-    path: '/v1/verify',
-    mode: 'reverse',
-  })
-  t.match(resolveTarget(req('http://upstream.test:8080/v1/verify'), table, null), {
-    ok: true,
-    path: '/v1/verify',
-    mode: 'forward',
-  })
-  t.match(resolveTarget(req('/v1/verify', 'upstream.test:8080'), table, null), {
-    ok: true,
-    path: '/v1/verify',
-    mode: 'transparent',
-  })
+  for (const [url, host, mode] of [
+    ['/sys_ours/v1/verify', undefined, 'reverse'],
+    ['http://upstream.test:8080/v1/verify', undefined, 'forward'],
+    ['/v1/verify', 'upstream.test:8080', 'transparent'],
+  ] as const) {
+    const target = parseTarget(req(url, host))
+    t.match(target, { ok: true, path: '/v1/verify', mode }, url)
+    if (!target.ok) continue
+    t.match(planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST'), {
+      kind: 'decide',
+      verb: 'verify',
+      systemId: 'sys_ours',
+    })
+  }
 })

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { ConfigError } from '../../src/config/load.js'
-import { loadSystemsFile, readCredential } from '../../src/config/systems.js'
+import { loadSystemsFile } from '../../src/config/systems.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-systems-'))
 const write = (text: string) => {
@@ -21,12 +21,18 @@ t.test('the example file is valid', async (t) => {
 
 t.test('bad systems files stop start-up with one line', async (t) => {
   const cases: [string, RegExp][] = [
-    ['systems: [{systemId: billing, upstream: "https://x.io"}]', /systems\.0\.systemId: expected sys_<name>/],
+    [
+      'systems: [{systemId: billing, upstream: "https://x.io"}]',
+      /: system billing: systemId: expected sys_<name>/,
+    ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io/api"}]',
-      /systems\.0\.upstream: expected an origin/,
+      /: system sys_a: upstream: expected an origin/,
     ],
-    ['systems: [{systemId: sys_a, upstream: "ftp://x.io"}]', /systems\.0\.upstream/],
+    [
+      'systems: [{systemId: sys_a, upstream: "ftp://x.io"}]',
+      /: system sys_a: upstream: expected an https:\/\/ or http:\/\/ origin/,
+    ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io"}, {systemId: sys_a, upstream: "https://y.io"}]',
       /duplicate systemId sys_a/,
@@ -37,21 +43,44 @@ t.test('bad systems files stop start-up with one line', async (t) => {
     ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: FETCH, path: /a, verb: v}]}]',
-      /systems\.0\.routes\.0\.method/,
+      /: system sys_a: routes\.0\.method/,
     ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io", tools: [{name: a, verb: v, method: POST, pathTemplate: /a, revert: {tool: b}}]}]',
-      /no tool b in sys_a/,
+      /: system sys_a: tools\.0\.revert\.tool: no tool b in this system/,
     ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/a;b", verb: v}]}]',
-      /systems\.0\.routes\.0\.path: a route path may not contain ;/,
+      /: system sys_a: routes\.0\.path: a route path may not contain ;/,
     ],
     [
       'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/a*/b", verb: v}]}]',
-      /systems\.0\.routes\.0\.path: a route path may use \* only as its last character/,
+      /: system sys_a: routes\.0\.path: a route path may use \* only as its last character/,
     ],
-    ['systems: [{systemId: sys_a, upstream: "https://x.io", extra: 1}]', /systems\.0: /],
+    ['systems: [{systemId: sys_a, upstream: "https://x.io", extra: 1}]', /: system sys_a: /],
+    // Issue 14: each stops start-up naming the file, the system and the field.
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v1/customers/{customer}", verb: v, target: "{custmer}"}]}]',
+      /: system sys_a: routes\.0\.target: placeholder \{custmer\} is not defined by the path \/v1\/customers\/\{customer\}/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "billing.internal"}]',
+      /: system sys_a: upstream: expected an origin such as https:\/\/api\.example\.com/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "billing.internal:8443"}]',
+      /: system sys_a: upstream: expected an https:\/\/ or http:\/\/ origin/,
+    ],
+    ['systems: []', /: systems: the file enrols no system/],
+    ['{}', /: systems: the file enrols no system/],
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v1/a/{x}", verb: v}, {method: POST, path: "/V1/A/{y}/", verb: w}]}]',
+      /: system sys_a: routes\.1: duplicate route: POST \/V1\/A\/\{y\}\/ matches what routes\.0 matches/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", tools: [{name: a, verb: v, method: POST, pathTemplate: /a}, {name: a, verb: v, method: POST, pathTemplate: /b}]}]',
+      /: system sys_a: tools\.1\.name: duplicate tool a/,
+    ],
     ['systems: [', /invalid systems file/],
   ]
   for (const [text, pattern] of cases) {
@@ -65,14 +94,4 @@ t.test('bad systems files stop start-up with one line', async (t) => {
     }
   }
   t.throws(() => loadSystemsFile(join(dir, 'missing.yaml')), /does not exist/)
-})
-
-t.test('credentials come from the environment or a file, with their prefix', async (t) => {
-  t.equal(
-    readCredential({ header: 'authorization', prefix: 'Bearer ', fromEnv: 'TOK' }, { TOK: 's3cret' }),
-    'Bearer s3cret',
-  )
-  const file = write('filesecret\n')
-  t.equal(readCredential({ header: 'x-api-key', prefix: '', fromFile: file }), 'filesecret')
-  t.throws(() => readCredential({ header: 'a', prefix: '', fromEnv: 'NOPE' }, {}), /NOPE is not set/)
 })

@@ -27,6 +27,7 @@
 {{- define "writegate.injectorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector") }}{{- end }}
 {{- define "writegate.injectorTlsSecret" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector-tls") }}{{- end }}
 {{- define "writegate.configName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "config") }}{{- end }}
+{{- define "writegate.systemsApplyName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "systems-apply") }}{{- end }}
 {{- define "writegate.migrateName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "migrate") }}{{- end }}
 {{- define "writegate.postgresqlName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "postgresql") }}{{- end }}
 {{- define "writegate.redisName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "redis") }}{{- end }}
@@ -150,6 +151,9 @@ The settings file both processes read (WRITEGATE_CONFIG). Chart-derived values a
 over .Values.settings, so one key never means two things.
 */}}
 {{- define "writegate.settings" -}}
+{{- /* A routes ConfigMap (deprecated) only when one is named: unset, proxies get no file. */}}
+{{- $defaults := dict "proxySecret" .Values.injector.defaults.proxySecret }}
+{{- with .Values.injector.defaults.routesConfigMap }}{{ $_ := set $defaults "routesConfigMap" . }}{{ end }}
 {{- $chart := dict
   "server" (dict "port" (int .Values.controlPlane.port) "trustProxy" .Values.controlPlane.trustProxy)
   "metrics" (dict "port" (int .Values.metrics.port))
@@ -157,7 +161,7 @@ over .Values.settings, so one key never means two things.
   "injector" (dict
     "port" (int .Values.injector.port)
     "tls" (dict "certFile" "/etc/writegate/injector-tls/tls.crt" "keyFile" "/etc/writegate/injector-tls/tls.key")
-    "defaults" .Values.injector.defaults
+    "defaults" $defaults
     "proxy" (dict
       "image" (include "writegate.proxyImage" .)
       "imagePullPolicy" .Values.image.pullPolicy
@@ -170,5 +174,7 @@ over .Values.settings, so one key never means two things.
       "resources" .Values.injector.proxy.resources)
     "enforce" .Values.injector.enforce)
 -}}
-{{- toYaml (mergeOverwrite (deepCopy .Values.settings) $chart) }}
+{{- /* Pods listen on every interface (the settings' own default is loopback); `settings` may say otherwise. */}}
+{{- $listen := dict "server" (dict "host" "0.0.0.0") "metrics" (dict "host" "0.0.0.0") "injector" (dict "host" "0.0.0.0") }}
+{{- toYaml (mergeOverwrite $listen (deepCopy .Values.settings) $chart) }}
 {{- end }}
