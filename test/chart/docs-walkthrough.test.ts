@@ -52,7 +52,8 @@ interface World {
   namespaces: Set<string>
   labelled: Set<string>
   secrets: Map<string, Map<string, string>>
-  configMaps: Map<string, SystemsFile>
+  /** The tenant's systems, as `writegate systems apply` enrolled them through the API. */
+  systems?: SystemsFile
   deployments: Map<string, KubeObject>
 }
 
@@ -102,8 +103,9 @@ function admit(t: Test, world: World, deployment: KubeObject): Pod {
   t.equal(m.outcome, 'injected', `${deployment.metadata.name} is injected`)
   if (m.outcome !== 'injected') return pod
   const req = m.request
-  const routes = world.configMaps.get(`${ns}/${req.routesConfigMap}`)
-  t.ok(routes, `its routes ConfigMap ${req.routesConfigMap} was created in ${ns}`)
+  t.equal(req.routesConfigMap, null, 'no route-table ConfigMap: the proxy serves the enrolled systems')
+  const routes = world.systems
+  t.ok(routes, 'the systems were enrolled before the agent starts')
   const proxySecret = world.secrets.get(`${ns}/${req.proxySecret}`)
   t.same(
     [...(proxySecret?.keys() ?? [])].sort(),
@@ -128,7 +130,7 @@ function admit(t: Test, world: World, deployment: KubeObject): Pod {
   t.equal(
     template.metadata.annotations['writegate.io/base-url-env'],
     derived,
-    'base-url-env repeats the route table',
+    'base-url-env repeats the enrolled systems',
   )
   const injected = applyJsonPatch(pod, m.patch)
   for (const c of injected.spec.containers) {
@@ -144,7 +146,12 @@ function admit(t: Test, world: World, deployment: KubeObject): Pod {
 }
 
 async function run(t: Test, world: World, line: string): Promise<void> {
+  const env: Record<string, string> = {}
   const argv = words(line)
+  while (argv[0] && /^[A-Za-z_][A-Za-z0-9_]*=/.test(argv[0])) {
+    const a = argv.shift() as string
+    env[a.slice(0, a.indexOf('='))] = a.slice(a.indexOf('=') + 1)
+  }
   const [cmd] = argv
   const nsOf = () => flag(argv, '-n', '--namespace') ?? 'default'
   const rest = argv.filter(
@@ -207,15 +214,21 @@ async function run(t: Test, world: World, line: string): Promise<void> {
     world.secrets.set(`${nsOf()}/${sub[3]}`, data)
     return
   }
-  if (cmd === 'kubectl' && sub[0] === 'create' && sub[1] === 'configmap') {
-    const [key, file] = (flag(argv, '--from-file') ?? '').split('=')
-    const text = world.files.get(file as string)
+  if (cmd === 'npx' && sub[0] === 'writegate' && sub[1] === 'systems' && sub[2] === 'apply') {
+    // Through the port-forward, with the admin key of step 3; the file is one shown above.
+    t.equal(env.WRITEGATE_URL, 'http://localhost:8080', 'the port-forwarded API')
+    t.equal(env.WRITEGATE_API_KEY, '$ADMIN_KEY', 'the admin key')
+    const file = flag(argv, '-f') as string
+    const text = world.files.get(file)
     t.ok(text, `${file} is shown in the walk-through`)
-    const path = join(dir, file as string)
+    const path = join(dir, file)
     writeFileSync(path, text ?? '')
-    const systems = loadSystemsFile(path)
-    t.equal(key, world.release?.settings.injector.proxy.routesKey, 'under the key the proxy reads')
-    world.configMaps.set(`${nsOf()}/${sub[2]}`, systems)
+    const systems = loadSystemsFile(path, '-f')
+    t.notOk(
+      systems.systems.some((s) => s.tenantId),
+      'no tenant id to copy in: the key says whose systems they are',
+    )
+    world.systems = systems
     return
   }
   if (cmd === 'kubectl' && sub[0] === 'label' && sub[1] === 'namespace') {
@@ -290,7 +303,6 @@ async function walk(t: Test, markdown: string): Promise<void> {
     namespaces: new Set(['default']),
     labelled: new Set(),
     secrets: new Map(),
-    configMaps: new Map(),
     deployments: new Map(),
   }
   let ran = 0

@@ -407,10 +407,9 @@ t.test('enforce adds the iptables init container after the pod’s own init cont
   t.equal(init.command?.[0], 'sh')
   t.match(init.command?.[2], /-A WRITEGATE_OUTPUT -m owner --uid-owner 1337 -j RETURN/)
   t.match(init.command?.[2], /-A WRITEGATE_OUTPUT -p tcp -j REDIRECT --to-ports 15001/)
-  // Defaults: the routes ConfigMap and proxy Secret from settings.
+  // Defaults: the proxy Secret from settings; no routes ConfigMap (deprecated) unless one is named.
   const volumes = patch.filter((op) => op.path === '/spec/volumes/-').map((op) => op.value)
   t.match(volumes, [
-    { name: 'writegate-routes', configMap: { name: 'writegate-routes' } },
     { name: 'writegate-proxy-secret', secret: { secretName: 'writegate-proxy' } },
     { name: 'writegate-tmp', emptyDir: {} },
   ])
