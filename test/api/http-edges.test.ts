@@ -83,9 +83,15 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
       '/v1/principals/{principalId}',
       '/v1/principals/{principalId}/revoke',
       '/v1/tenant/invites',
+      '/v1/systems',
+      '/v1/systems/{systemId}',
     ]) {
       t.ok(r.body.paths[path], path)
     }
+    t.same(Object.keys(r.body.paths['/v1/systems/{systemId}']).sort(), ['delete', 'get', 'put'])
+    const system = r.body.paths['/v1/systems'].post.requestBody.content['application/json'].schema
+    for (const field of ['systemId', 'upstream', 'credential', 'routes']) t.ok(system.properties[field], field)
+    t.equal(system.additionalProperties, false, 'unknown fields are refused')
     const body = r.body.paths['/v1/keys'].post.requestBody.content['application/json'].schema
     t.same(Object.keys(body.properties).sort(), [
       'email',
