@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { ConfigError } from '../config/load.js'
+import { ConfigError, SET_BUT_EMPTY } from '../config/load.js'
 import { classifyCredential } from '../core/credentials.js'
 import { hashSecret } from '../core/secret-hash.js'
 import type { Logger } from '../observability/logger.js'
@@ -21,7 +21,11 @@ export function readProxyApiKey(
         `invalid setting ${source}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
       )
     }
-  } else key = env.WRITEGATE_PROXY_API_KEY?.trim()
+  } else {
+    if (env.WRITEGATE_PROXY_API_KEY?.trim() === '')
+      throw new ConfigError(`invalid setting ${source}: ${SET_BUT_EMPTY}`)
+    key = env.WRITEGATE_PROXY_API_KEY?.trim()
+  }
   if (!key) return null
   if (classifyCredential(key) !== 'apiKey')
     throw new ConfigError(`invalid setting ${source}: not a writegate API key (svc_…)`)

@@ -240,9 +240,12 @@ t.test('every printed `npx writegate` command runs as printed', async (t) => {
         `${what}: a valid code`,
       )
     } else if (command === 'proxy') {
-      // The files it is given: the route table (README: a copy of the example) and an agent key.
-      const routes = inSandbox(dir, reroot(p.segment.assignments.WRITEGATE_ROUTES_FILE as string, dir))
-      if (!existsSync(routes)) copyFileSync(join(ROOT, 'config', 'systems.example.yaml'), routes)
+      // The files it is given: an agent key, and a (deprecated) route table if one is named.
+      const routesFile = p.segment.assignments.WRITEGATE_ROUTES_FILE
+      if (routesFile !== undefined) {
+        const routes = inSandbox(dir, reroot(routesFile, dir))
+        if (!existsSync(routes)) copyFileSync(join(ROOT, 'config', 'systems.example.yaml'), routes)
+      }
       const keyFile = inSandbox(
         dir,
         reroot(p.segment.assignments.WRITEGATE_PROXY_API_KEY_FILE as string, dir),

@@ -20,13 +20,38 @@ export function isShell(block: Block): boolean {
   return ['sh', 'bash', 'shell'].includes(block.lang)
 }
 
-/** A block's command lines: continuations joined, blank lines and comment lines dropped. */
+/**
+ * A block's command lines: continuations joined, a quote that spans lines (a JSON body) kept in
+ * its line, blank lines and comment lines dropped.
+ */
 export function commands(block: Block): string[] {
-  return block.text
-    .replace(/\\\n\s*/g, ' ')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'))
+  const out: string[] = []
+  let pending: string | null = null
+  for (const raw of block.text.replace(/\\\n\s*/g, ' ').split('\n')) {
+    const line: string = pending === null ? raw.trim() : `${pending}\n${raw}`
+    if (openQuote(line)) {
+      pending = line
+      continue
+    }
+    pending = null
+    if (line !== '' && !line.startsWith('#')) out.push(line)
+  }
+  if (pending !== null) throw new Error(`unbalanced quote in: ${pending}`)
+  return out
+}
+
+/** Whether a line ends inside a quote (as `words` reads quotes). */
+function openQuote(line: string): boolean {
+  let quote: string | null = null
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i] as string
+    if (quote) {
+      if (c === quote) quote = null
+      else if (c === '\\' && quote === '"') i++
+    } else if (c === "'" || c === '"') quote = c
+    else if (c === '#' && (i === 0 || /\s/.test(line[i - 1] as string))) return false
+  }
+  return quote !== null
 }
 
 /** Shell words, with quotes removed; `$VARS` are kept as written. */

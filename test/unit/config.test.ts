@@ -177,7 +177,7 @@ t.test('injector settings: defaults, YAML and WRITEGATE_INJECTOR_* overrides', a
   t.equal(s.injector.tls.keyFile, '/etc/writegate/injector-tls/tls.key')
   t.equal(s.injector.proxy.image, 'registry.example:5000/team/writegate:1.2.3')
   t.equal(s.injector.defaults.proxySecret, 'agent-proxy')
-  t.equal(s.injector.defaults.routesConfigMap, 'writegate-routes')
+  t.equal(s.injector.defaults.routesConfigMap, undefined, 'deprecated: none unless named')
   t.same(s.injector.proxy.resources, { requests: { cpu: '20m' }, limits: {} })
   t.same(s.injector.enforce.excludeOutboundCidrs, ['10.96.0.1/32'])
   const d = loadSettings({ WRITEGATE_CONFIG: file('inj-empty.yaml', '') })
