@@ -90,7 +90,8 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
     }
     t.same(Object.keys(r.body.paths['/v1/systems/{systemId}']).sort(), ['delete', 'get', 'put'])
     const system = r.body.paths['/v1/systems'].post.requestBody.content['application/json'].schema
-    for (const field of ['systemId', 'upstream', 'credential', 'routes']) t.ok(system.properties[field], field)
+    for (const field of ['systemId', 'upstream', 'credential', 'routes'])
+      t.ok(system.properties[field], field)
     t.equal(system.additionalProperties, false, 'unknown fields are refused')
     const body = r.body.paths['/v1/keys'].post.requestBody.content['application/json'].schema
     t.same(Object.keys(body.properties).sort(), [
