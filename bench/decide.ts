@@ -117,10 +117,20 @@ console.log(
   `decision core: ${VERBS} custom verbs (20 deprecated aliases), ${PRINCIPALS} principals, ${SAMPLES} samples, node ${process.version}`,
 )
 const baseline = measure('baseline (key lookup only)', (i) => snap.raw.keys[i.keyId])
-// The snapshot keeps answers that need no grant, so a first evaluation (kept answers
-// dropped before each sample) and a repeated one are measured apart. The target is for the first.
+// The snapshot keeps answers that need no grant, and per key what every decision folds again
+// (principal, standing, layer stacks). So three figures: the first decision under a new snapshot
+// (both dropped before each sample: right after a policy change), a first decision for this
+// verb once the key has decided anything, and a repeated one. The target is for the first.
 const decide = measure(
-  'evaluate(), first time',
+  'evaluate(), new snapshot',
+  (i) => evaluate(snap, i, 1_800_000_000),
+  () => {
+    snap.settled.clear()
+    snap.keyViews.clear()
+  },
+)
+measure(
+  'evaluate(), new verb for key',
   (i) => evaluate(snap, i, 1_800_000_000),
   () => snap.settled.clear(),
 )
@@ -128,4 +138,6 @@ measure('evaluate(), repeated', (i) => evaluate(snap, i, 1_800_000_000))
 console.log(
   `ratio p99 evaluate/baseline: ${(Number(decide.p99us) / Math.max(0.01, Number(baseline.p99us))).toFixed(1)}x (timer overhead is in both)`,
 )
-console.log(`target (first time): p99 <= 50 µs → ${Number(decide.p99us) <= 50 ? 'met' : 'NOT met'}`)
+console.log(
+  `target (first decision under a new snapshot): p99 <= 10 µs → ${Number(decide.p99us) <= 10 ? 'met' : 'NOT met'}`,
+)

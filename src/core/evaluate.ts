@@ -79,66 +79,120 @@ export function evaluate(snap: CompiledSnapshot, input: CheckInput, nowSeconds: 
   return evaluation
 }
 
+/** What every decision of one known key folds again under a snapshot, computed once per snapshot. */
+export interface KeyView {
+  principalId: string
+  principalName: string | null
+  barred: Barred | null
+  /** By environment ('' for none): the layer stack and the layer versions a receipt records. */
+  stacks: Map<string, { stack: LayerStack; layers: Readonly<Outcome['layers']> }>
+}
+
+/** Null for a key the snapshot does not know (never cached: key ids come from callers). */
+function keyView(snap: CompiledSnapshot, keyId: string): KeyView | null {
+  const cached = snap.keyViews.get(keyId)
+  if (cached) return cached
+  const key = snap.raw.keys[keyId]
+  if (!key) return null
+  const view: KeyView = {
+    principalId: key.principalId,
+    principalName: snap.raw.principals[key.principalId]?.name ?? null,
+    barred: standingOf(snap, keyId),
+    stacks: new Map(),
+  }
+  snap.keyViews.set(keyId, view)
+  return view
+}
+
+function stackOf(snap: CompiledSnapshot, view: KeyView, environment: CheckInput['environment']) {
+  const at = environment ?? ''
+  let entry = view.stacks.get(at)
+  if (!entry) {
+    const stack: LayerStack = {
+      tenant: snap.raw.policies.tenant,
+      environment: environment ? snap.raw.policies.environments[environment] : undefined,
+      principal: snap.raw.policies.principals[view.principalId],
+    }
+    const layers: Outcome['layers'] = { tenant: stack.tenant.version }
+    if (environment) layers.environment = stack.environment?.version ?? 0
+    layers.principal = stack.principal?.version ?? 0
+    entry = { stack, layers: Object.freeze(layers) }
+    view.stacks.set(at, entry)
+  }
+  return entry
+}
+
+function outcomeOf(
+  snap: CompiledSnapshot,
+  input: CheckInput,
+  verb: string,
+  view: KeyView | null,
+  decision: Decision,
+  mode: Mode | null,
+  provenance: Provenance,
+  reason: Reason,
+  layers: Outcome['layers'],
+): Outcome {
+  return {
+    decision,
+    verb,
+    requestedVerb: input.verb,
+    mode,
+    provenance,
+    reason,
+    policyVersion: snap.version,
+    principalId: view?.principalId ?? null,
+    principalName: view?.principalName ?? null,
+    layers,
+    grantId: null,
+  }
+}
+
+const NO_LAYERS: Outcome['layers'] = Object.freeze({})
+
 function evaluateAfresh(snap: CompiledSnapshot, input: CheckInput, nowSeconds: number): Evaluation {
   const resolved = snap.vocab.resolve(input.verb)
   if (!resolved) return { kind: 'unknown_verb', verb: input.verb }
-  const key = snap.raw.keys[input.keyId]
-  const principalId = key?.principalId ?? null
-  const principal = principalId ? snap.raw.principals[principalId] : undefined
-
-  const base = {
-    verb: resolved.canonical,
-    requestedVerb: input.verb,
-    policyVersion: snap.version,
-    principalId,
-    principalName: principal?.name ?? null,
-    grantId: null,
+  const verb = resolved.canonical
+  const view = keyView(snap, input.keyId)
+  if (!view || view.barred) {
+    const barred = view?.barred
+    const provenance = barred?.provenance ?? 'revocation'
+    const reason = barred?.reason ?? 'key_unknown'
+    return {
+      kind: 'decided',
+      outcome: outcomeOf(snap, input, verb, view, 'DENY', null, provenance, reason, NO_LAYERS),
+    }
   }
-  const deny = (
-    provenance: Provenance,
-    reason: Reason,
-    mode: Mode | null = null,
-    layers: Outcome['layers'] = {},
-  ): Evaluation => ({
-    kind: 'decided',
-    outcome: { ...base, decision: 'DENY', mode, provenance, reason, layers },
-  })
-
-  const barred = standingOf(snap, input.keyId)
-  if (barred || !principalId) return deny(barred?.provenance ?? 'revocation', barred?.reason ?? 'key_unknown')
-
-  const stack: LayerStack = {
-    tenant: snap.raw.policies.tenant,
-    environment: input.environment ? snap.raw.policies.environments[input.environment] : undefined,
-    principal: snap.raw.policies.principals[principalId],
-  }
-  const layers: Outcome['layers'] = { tenant: stack.tenant.version }
-  if (input.environment) layers.environment = stack.environment?.version ?? 0
-  layers.principal = stack.principal?.version ?? 0
-  const { mode, provenance } = resolveMode(snap.vocab, stack, resolved.canonical)
-  const decided = (decision: Outcome['decision'], reason: Reason): Evaluation => ({
-    kind: 'decided',
-    outcome: { ...base, decision, mode, provenance, reason, layers },
-  })
-
+  const { stack, layers } = stackOf(snap, view, input.environment)
+  const { mode, provenance } = resolveMode(snap.vocab, stack, verb)
   switch (mode) {
     case 'allow':
-      return decided('ALLOW', 'policy_allow')
+      return {
+        kind: 'decided',
+        outcome: outcomeOf(snap, input, verb, view, 'ALLOW', mode, provenance, 'policy_allow', layers),
+      }
     case 'deny':
-      return decided('DENY', 'policy_deny')
+      return {
+        kind: 'decided',
+        outcome: outcomeOf(snap, input, verb, view, 'DENY', mode, provenance, 'policy_deny', layers),
+      }
     case 'step_up':
-      return decided('STEP_UP', 'step_up_required')
+      return {
+        kind: 'decided',
+        outcome: outcomeOf(snap, input, verb, view, 'STEP_UP', mode, provenance, 'step_up_required', layers),
+      }
     case 'require_grant': {
+      const otherwise = outcomeOf(snap, input, verb, view, 'DENY', mode, provenance, 'grant_required', layers)
       const matching = snap
-        .grantsFor(resolved.canonical)
-        .filter((g) => grantMatches(g, principalId, input, nowSeconds))
+        .grantsFor(verb)
+        .filter((g) => grantMatches(g, view.principalId, input, nowSeconds))
+      if (matching.length === 0) return { kind: 'decided', outcome: otherwise }
       const presented = matching.filter((g) => g.grantId === input.grantId)
       const candidates = [...presented, ...matching.filter((g) => g.grantId !== input.grantId)].map(
         (g): GrantCandidate => ({ grantId: g.grantId, expiresAt: g.expiresAt }),
       )
-      const otherwise = decided('DENY', 'grant_required')
-      if (candidates.length === 0 || otherwise.kind !== 'decided') return otherwise
-      return { kind: 'needs_grant', candidates, otherwise: otherwise.outcome }
+      return { kind: 'needs_grant', candidates, otherwise }
     }
   }
 }

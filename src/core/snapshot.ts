@@ -1,5 +1,5 @@
 import type { SystemRecord } from './enrolled-system.js'
-import type { Evaluation } from './evaluate.js'
+import type { Evaluation, KeyView } from './evaluate.js'
 import type { KeyScope } from './identity.js'
 import { compilePathPattern, type PathPattern } from './path-pattern.js'
 import type { PolicyLayer } from './policy-layers.js'
@@ -94,6 +94,8 @@ export class CompiledSnapshot {
    * again. Owned by evaluate(); bounded, since keys and verbs come from callers.
    */
   readonly settled = new Map<string, Evaluation>()
+  /** Per known key, what its every decision folds again (principal, standing, layer stacks). Owned by evaluate(). */
+  readonly keyViews = new Map<string, KeyView>()
   private readonly systemsById: ReadonlyMap<string, CompiledSystem>
   private byHost: Map<string, CompiledSystem[]> | undefined
 

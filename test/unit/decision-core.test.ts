@@ -448,4 +448,10 @@ t.test('a snapshot that has answered before answers as a fresh one would', async
     Object.isFrozen(first) && first.kind === 'decided' && Object.isFrozen(first.outcome),
     'and shared frozen',
   )
+  for (let i = 0; i < 100; i++) evaluate(shared, { ...input, keyId: `key_unknown${i}` }, 100)
+  t.same(
+    [...shared.keyViews.keys()],
+    [input.keyId],
+    'per-key folds are kept for keys the snapshot knows only: callers cannot grow them',
+  )
 })
