@@ -2,7 +2,7 @@ import type { AuditLog } from '../audit/audit-log.js'
 import { signAllowToken } from '../core/allow-token.js'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
-import { ERRORS, fail } from '../core/errors.js'
+import { ERRORS, fail, WriteGateError } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
 import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
@@ -18,9 +18,10 @@ import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
 import { ACTION_TTL_SECONDS, type ActionStager } from './action-stager.js'
 import type { ApprovalLimiter } from './approval-limiter.js'
 import { fillText } from './param-template.js'
+import { type ReadableRequest, readableRequest } from './readable-request.js'
 import { HTTP_REPLAY_TOOL, replayRequest } from './replay-request.js'
 import { planRevert } from './revert-plan.js'
-import type { StepUpVerifier, Verification } from './step-up-verifier.js'
+import type { StepUpProof, StepUpVerifier, Verification } from './step-up-verifier.js'
 import { type ToolRequest, toolRequest } from './tool-request.js'
 
 export interface ApprovalInput {
@@ -85,6 +86,8 @@ export interface PublicAction {
   revertOf: string | null
   createdAt: number
   expiresAt: number
+  /** A request the proxy staged (tool `@http`), readable: null for a tool call (its params say it all). */
+  request: ReadableRequest | null
 }
 
 /** One page of pending actions; `next` is where the following page starts, null after the last. */
@@ -95,6 +98,8 @@ export interface ActionPage {
 
 export interface ApprovalService {
   list(caller: KeyCaller, page: { limit: number; after?: ActionPosition }): Promise<ActionPage>
+  /** One pending, unexpired action of the caller's tenant; 404 action_not_found otherwise. */
+  get(caller: KeyCaller, actionId: string): Promise<PublicAction>
   approve(caller: KeyCaller, actionId: string, input: ApprovalInput): Promise<ApprovalResponse>
 }
 
@@ -112,6 +117,7 @@ const publicAction = (a: PendingAction): PublicAction => ({
   revertOf: a.revertOf ?? null,
   createdAt: a.createdAt,
   expiresAt: a.expiresAt,
+  request: readableRequest(a),
 })
 
 const summary = (
@@ -385,6 +391,60 @@ export function createApprovalService(deps: {
     }
   }
 
+  /**
+   * A code refused (wrong, replayed, not enrolled) or not even checked (locked) is on record as
+   * APPROVAL_FAILED, so guessing leaves a trail; the answer stays the refusal. The code itself
+   * is never in the receipt.
+   */
+  async function failedAttemptOnRecord<T>(
+    caller: KeyCaller,
+    action: PendingAction,
+    attempt: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await attempt()
+    } catch (err) {
+      if (
+        err instanceof WriteGateError &&
+        (err.def === ERRORS.totpInvalid || err.def === ERRORS.approvalLocked)
+      ) {
+        const failure =
+          err.def === ERRORS.approvalLocked ? 'locked' : String(err.detail?.reason ?? 'wrong_code')
+        const d = draft({
+          receiptId: newId('receipt'),
+          tenantId: caller.tenantId,
+          createdAt: nowSeconds(clock),
+          kind: 'APPROVAL_FAILED',
+          verb: action.verb,
+          requestedVerb: action.verb,
+          target: action.target,
+          environment: action.environment,
+          principalId: caller.principalId,
+          principalName: caller.principalName,
+          keyId: caller.keyId,
+          detail: {
+            actionId: action.actionId,
+            systemId: action.systemId,
+            tool: action.tool,
+            failure,
+            code: err.def.code,
+            ...(err.def === ERRORS.approvalLocked ? { scope: err.detail?.scope } : {}),
+            agent: { keyId: action.keyId, principalId: action.principalId },
+          },
+        })
+        await audit
+          .append([d])
+          .catch((e) =>
+            logger.error(
+              { err: e, tenantId: caller.tenantId },
+              'approval: the failed attempt could not be recorded',
+            ),
+          )
+      }
+      throw err
+    }
+  }
+
   return {
     async list(caller, { limit, after }) {
       // One row more than the page says whether another page follows.
@@ -395,6 +455,10 @@ export function createApprovalService(deps: {
         actions,
         next: rows.length > limit && last ? { createdAt: last.createdAt, actionId: last.actionId } : null,
       }
+    },
+
+    async get(caller, actionId) {
+      return publicAction(await live(caller.tenantId, actionId))
     },
 
     async approve(caller, actionId, input) {
@@ -425,14 +489,19 @@ export function createApprovalService(deps: {
       /** The receipt a grant's consumption is recorded under in Postgres, once the claim committed. */
       let grantRecordedBy: string | null = null
       try {
-        // 3. Step-up, only while the policy still asks for it.
-        let verification: Verification | 'none' = 'none'
+        // 3. Step-up, only while the policy still asks for it. The code is checked here and used
+        // up only in the transaction that claims the action: an approval that fails before the
+        // write is authorised leaves the human's code usable.
+        let proof: StepUpProof | null = null
         if (outcome.decision === 'STEP_UP') {
           const code = input.totpCode?.trim()
           if (!code) fail(ERRORS.totpRequired, { actionId })
-          await limiter.reserve(caller.tenantId, actionId)
-          verification = await verifier.verify(caller.tenantId, code)
+          proof = await failedAttemptOnRecord(caller, action, async () => {
+            await limiter.reserve(caller.tenantId, actionId)
+            return verifier.check(caller.tenantId, code)
+          })
         }
+        const verification: Verification | 'none' = proof?.kind ?? 'none'
 
         // 4. A fresh ALLOW token for exactly this write, verified by the execute pipeline.
         const at = nowSeconds(clock)
@@ -475,27 +544,30 @@ export function createApprovalService(deps: {
         })
 
         // 5. The write: the action is claimed in the transaction that authorises it.
-        const result: ExecuteResult = await execute.execute(
-          caller,
-          {
-            systemId: action.systemId,
-            method: request.method,
-            path: request.path,
-            body: request.body,
-            replay: request.replay,
-            idempotencyKey: actionId,
-            token,
-          },
-          {
-            detail: { actionId },
-            claim: async (stores) => {
-              if (!(await stores.actions.remove(caller.tenantId, actionId)))
-                fail(ERRORS.actionNotFound, { actionId })
-              if (outcome.grantId)
-                await stores.grants.markConsumed(caller.tenantId, outcome.grantId, at, approved.receiptId)
-              return [approved]
+        const result: ExecuteResult = await failedAttemptOnRecord(caller, action, () =>
+          execute.execute(
+            caller,
+            {
+              systemId: action.systemId,
+              method: request.method,
+              path: request.path,
+              body: request.body,
+              replay: request.replay,
+              idempotencyKey: actionId,
+              token,
             },
-          },
+            {
+              detail: { actionId },
+              claim: async (stores) => {
+                if (!(await stores.actions.remove(caller.tenantId, actionId)))
+                  fail(ERRORS.actionNotFound, { actionId })
+                if (proof) await verifier.consume(stores, caller.tenantId, proof)
+                if (outcome.grantId)
+                  await stores.grants.markConsumed(caller.tenantId, outcome.grantId, at, approved.receiptId)
+                return [approved]
+              },
+            },
+          ),
         )
 
         if (result.kind === 'refused')

@@ -20,6 +20,19 @@ const action = z.object({
   revertOf: z.string().nullable().describe('The action whose write this one undoes'),
   createdAt: z.number().int(),
   expiresAt: z.number().int(),
+  request: z
+    .object({
+      method: z.string(),
+      path: z.string(),
+      contentType: z.string().nullable(),
+      bodyEncoding: z.enum(['json', 'text', 'binary', 'none']),
+      body: z.unknown(),
+      bodyBytes: z.number().int(),
+    })
+    .nullable()
+    .describe(
+      'For a request the proxy staged: the request readably, its body parsed (json), as text, or not shown (binary). Null for a tool call.',
+    ),
 })
 
 const receipt = z
@@ -124,6 +137,19 @@ export function actionsRoutes(deps: {
           nextAfter: page.next ? encodeActionCursor(page.next) : null,
         }
       },
+    )
+
+    app.get(
+      '/v1/agent/actions/:actionId',
+      {
+        schema: {
+          summary: 'One pending action, with the staged request readable',
+          params: idParams,
+          response: { 200: action },
+        },
+        onRequest: admin,
+      },
+      async (req) => deps.approvals.get(keyCaller(req), req.params.actionId),
     )
 
     app.post(

@@ -88,6 +88,12 @@ export const ERRORS = {
     'email already registered',
     'The email owns a tenant; send its API key, its sponsor token or an invite code.',
   ),
+  emailNotInTenant: def(
+    'email_not_in_tenant',
+    409,
+    'email owns no tenant',
+    'POST /v1/keys with Authorization names an email that owns no tenant: a credential proves membership of a tenant, not the right to create another. Send no Authorization to create a tenant; use an invite code to add a member.',
+  ),
   invalidInvite: def(
     'invalid_invite',
     400,

@@ -23,6 +23,8 @@ export const RECEIPT_KINDS = [
   'SYSTEM_CREATE',
   'SYSTEM_UPDATE',
   'SYSTEM_DELETE',
+  // A refused approval code (wrong, replayed, not enrolled) or a locked attempt: guessing is on record.
+  'APPROVAL_FAILED',
 ] as const
 
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number]

@@ -87,6 +87,10 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       return { kind: 'existing', tenantId: invite.tenantId, maxScope: 'admin' }
     }
     const owned = await sor.stores.tenants.tenantOfEmail(email)
+    // A credential sent with an email that owns no tenant is a mistake (a typo, usually, when
+    // minting an agent key for one's own tenant), never a request for a new tenant: it would
+    // silently create one whose only key is whatever scope was asked for.
+    if (owned === null && input.bearer) fail(ERRORS.emailNotInTenant)
     if (owned === null) return { kind: 'new' }
     if (deps.sameEmail === 'open') return { kind: 'existing', tenantId: owned, maxScope: 'admin' }
     const bearer = input.bearer

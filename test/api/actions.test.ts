@@ -357,7 +357,14 @@ t.test('no code, a wrong code, a used backup code: 401 and nothing written', asy
   t.same([wrong.status, wrong.body.code], [401, 'totp_invalid'])
   const junk = await s.approve(id, { totpCode: 'letmein' })
   t.same([junk.status, junk.body.code], [401, 'totp_invalid'])
-  t.equal((await s.receipts()).length, before, 'no receipt')
+  t.same(
+    (await s.receipts()).slice(before).map((r) => [r.kind, r.detail.failure]),
+    [
+      ['APPROVAL_FAILED', 'wrong_code'],
+      ['APPROVAL_FAILED', 'wrong_code'],
+    ],
+    'no code: no receipt; each refused code: APPROVAL_FAILED, and nothing else',
+  )
   t.equal(s.upstream.requests.length, 0)
 
   const backup = s.tenant.totp.backupCodes[3] as string
@@ -482,6 +489,73 @@ t.test('the fresh token is verified right before the write: a revoked approver k
     [id],
     'still pending',
   )
+})
+
+t.test('an approval refused after its code was checked leaves the code usable', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  await s.api.post('/v1/revoke', { keyId: s.tenant.keyId }, { bearer: s.tenant.sponsorToken })
+  const code = await s.code()
+  const refused = await s.approve(id, { totpCode: code })
+  t.match(refused.body, { type: 'denied', result: { reason: 'revoked' } })
+  await s.api.post('/v1/reinstate', { keyId: s.tenant.keyId }, { bearer: s.tenant.sponsorToken })
+  const again = await s.approve(id, { totpCode: code })
+  t.equal(again.body.type, 'executed', 'the same code, not burnt by the refusal')
+  t.equal(s.upstream.requests.length, 1)
+  const replay = await s.approve(await s.stage({ charge: 'ch_2', amount: 1 }), { totpCode: code })
+  t.same([replay.status, replay.body.reason], [401, 'replayed'], 'once used for a write, it is used')
+})
+
+t.test('two approvals racing with one code: one write; the other is refused and stays pending', async (t) => {
+  const s = await setup(t)
+  const ids = [await s.stage(), await s.stage({ charge: 'ch_2', amount: 2 })]
+  const code = await s.code()
+  const answers = await Promise.all(ids.map((id) => s.approve(id, { totpCode: code })))
+  t.same(answers.map((r) => r.status).sort(), [200, 401])
+  const lost = answers.findIndex((r) => r.status === 401)
+  t.equal(answers[lost]?.body.reason, 'replayed')
+  t.equal(s.upstream.requests.length, 1, 'one upstream call')
+  const pending = (await s.list()).map((a) => a.actionId)
+  t.ok(pending.includes(ids[lost] as string), 'the loser is still pending')
+  t.notOk(pending.includes(ids[1 - lost] as string), 'the winner is gone')
+})
+
+t.test('every refused code attempt leaves an APPROVAL_FAILED receipt, without the code', async (t) => {
+  const s = await setup(t)
+  const id = await s.stage()
+  const right = await s.code()
+  const wrong = right === '123456' ? '654321' : '123456'
+  const failures = async () =>
+    (await s.receipts()).filter((r) => r.kind === 'APPROVAL_FAILED').map((r) => r.detail.failure)
+  t.equal((await s.approve(id, { totpCode: wrong })).status, 401)
+  t.same(await failures(), ['wrong_code'])
+  t.equal((await s.approve(await s.stage({ charge: 'ch_3', amount: 3 }), { totpCode: right })).status, 200)
+  t.equal((await s.approve(id, { totpCode: right })).status, 401)
+  t.same(await failures(), ['wrong_code', 'replayed'])
+  for (let i = 0; i < 3; i++) await s.approve(id, { totpCode: wrong })
+  const locked = await s.approve(id, { totpCode: await s.code(30) })
+  t.equal(locked.status, 429)
+  const all = (await s.receipts()).filter((r) => r.kind === 'APPROVAL_FAILED')
+  t.same(
+    all.map((r) => r.detail.failure),
+    ['wrong_code', 'replayed', 'wrong_code', 'wrong_code', 'wrong_code', 'locked'],
+  )
+  t.match(all.at(-1), {
+    decision: null,
+    verb: 'refund',
+    keyId: s.tenant.keyId,
+    detail: {
+      actionId: id,
+      systemId: 'sys_billing',
+      failure: 'locked',
+      code: 'approval_locked',
+      scope: 'action',
+    },
+  })
+  const text = JSON.stringify(all)
+  t.notOk(text.includes(wrong) || text.includes(right), 'no code in any receipt')
+  const verified = await s.api.get('/v1/receipts/verify', { bearer: s.admin })
+  t.equal(verified.body.valid, true, 'the chain still verifies')
 })
 
 t.test('brute force: five wrong codes lock the action for a minute', async (t) => {
@@ -729,6 +803,29 @@ t.test('a write the gate-proxy staged is replayed byte for byte on approval', as
   }
   const id = await stageViaProxy()
   t.equal(upstream.requests.length, 0)
+
+  // What the human approves, readable: the body decoded, beside the exact base64 that is replayed.
+  const shown = await api.get(`/v1/agent/actions/${id}`, { bearer: tenant.apiKey })
+  t.equal(shown.status, 200)
+  t.match(shown.body, {
+    actionId: id,
+    tool: '@http',
+    request: {
+      method: 'POST',
+      path: '/v1/refunds',
+      contentType: 'application/json; charset=utf-8',
+      bodyEncoding: 'json',
+      body: { charge: 'ch_1', amount: 500 },
+      bodyBytes: Buffer.byteLength(sent),
+    },
+  })
+  t.equal(Buffer.from(shown.body.params.body, 'base64').toString('utf8'), sent)
+  const listed = await api.get('/v1/agent/actions', { bearer: tenant.apiKey })
+  t.same(listed.body.actions[0].request, shown.body.request, 'the list shows it the same way')
+  const asAgent = await api.get(`/v1/agent/actions/${id}`, { bearer: agent.body.apiKey })
+  t.equal(asAgent.status, 403, 'an agent never sees its pending writes')
+  const missing = await api.get('/v1/agent/actions/act_nope', { bearer: tenant.apiKey })
+  t.same([missing.status, missing.body.code], [404, 'action_not_found'])
 
   const edited = await approve(id, { totpCode: await code(), params: { amount: 1 } })
   t.same([edited.status, edited.body.code], [400, 'invalid_params'], 'a proxied request cannot be edited')

@@ -5,7 +5,9 @@ import { startControlPlane } from '../helpers/control-plane.js'
 
 for (const kind of API_BACKENDS) {
   t.test(`POST /v1/keys on ${kind}`, async (t) => {
-    const { api, clock } = await startControlPlane(t, kind)
+    const { api, clock, cp } = await startControlPlane(t, kind)
+    const countTenants = async () =>
+      Number((await cp.database.sql<{ n: string }[]>`select count(*) as n from tenants`)[0]?.n)
 
     t.test(
       'the first key of an email creates the tenant and shows the sponsor token and TOTP once',
@@ -71,6 +73,25 @@ for (const kind of API_BACKENDS) {
         { bearer: 'svc_notarealkeyatallnotarealkeyatall00' },
       )
       t.equal(garbage.status, 409)
+    })
+
+    t.test('a credential with an email that owns no tenant is refused, and nothing is created', async (t) => {
+      const first = await api.newTenant()
+      const tenantsBefore = await countTenants()
+      for (const bearer of [first.apiKey, first.sponsorToken, 'svc_notarealkeyatallnotarealkeyatall00']) {
+        const typo = await api.post(
+          '/v1/keys',
+          { email: `typo-${Math.random().toString(36).slice(2)}@example.com`, scope: 'agent' },
+          { bearer },
+        )
+        t.equal(typo.status, 409)
+        t.same(typo.body, { error: 'email owns no tenant', code: 'email_not_in_tenant' })
+      }
+      t.equal(await countTenants(), tenantsBefore, 'no tenant was made')
+      const fresh = await api.post('/v1/keys', {
+        email: `new-${Math.random().toString(36).slice(2)}@example.com`,
+      })
+      t.equal(fresh.status, 201, 'without a credential, a new email still creates a tenant')
     })
 
     t.test('an agent key as proof mints only agent keys', async (t) => {

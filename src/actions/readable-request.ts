@@ -1,0 +1,41 @@
+import type { PendingAction } from '../store/ports/index.js'
+import { HTTP_REPLAY_TOOL } from './staged-request.js'
+
+/** What a human approves, shown as the agent sent it: the body decoded, not base64. */
+export interface ReadableRequest {
+  method: string
+  path: string
+  contentType: string | null
+  /** `json`: `body` is the parsed value; `text`: the UTF-8 text; `binary`: not shown (`body` null). */
+  bodyEncoding: 'json' | 'text' | 'binary' | 'none'
+  body: unknown
+  bodyBytes: number
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true })
+
+export function readableRequest(a: PendingAction): ReadableRequest | null {
+  if (a.tool !== HTTP_REPLAY_TOOL) return null
+  const p = a.params as { method?: unknown; path?: unknown; contentType?: unknown; body?: unknown }
+  const contentType = typeof p.contentType === 'string' ? p.contentType : null
+  const bytes = typeof p.body === 'string' ? Buffer.from(p.body, 'base64') : Buffer.alloc(0)
+  const base = {
+    method: String(p.method ?? ''),
+    path: String(p.path ?? ''),
+    contentType,
+    bodyBytes: bytes.length,
+  }
+  if (bytes.length === 0) return { ...base, bodyEncoding: 'none', body: null }
+  let text: string
+  try {
+    text = STRICT_UTF8.decode(bytes)
+  } catch {
+    return { ...base, bodyEncoding: 'binary', body: null }
+  }
+  if (contentType && /\bjson\b/i.test(contentType)) {
+    try {
+      return { ...base, bodyEncoding: 'json', body: JSON.parse(text) }
+    } catch {}
+  }
+  return { ...base, bodyEncoding: 'text', body: text }
+}

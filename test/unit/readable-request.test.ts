@@ -1,0 +1,41 @@
+import t from 'tap'
+import { readableRequest } from '../../src/actions/readable-request.js'
+import type { PendingAction } from '../../src/store/ports/index.js'
+
+function staged(contentType: string | null, body: Buffer, tool = '@http'): PendingAction {
+  return {
+    tool,
+    params: { method: 'POST', path: '/v1/x', contentType, body: body.toString('base64') },
+  } as unknown as PendingAction
+}
+
+t.test('a staged body is shown as JSON, text, or not at all when binary', async (t) => {
+  t.match(readableRequest(staged('application/json', Buffer.from('{"a":[1,2]}'))), {
+    bodyEncoding: 'json',
+    body: { a: [1, 2] },
+    bodyBytes: 11,
+  })
+  t.match(readableRequest(staged('application/vnd.api+json', Buffer.from('{"a":1}'))), {
+    bodyEncoding: 'json',
+  })
+  t.match(
+    readableRequest(staged('application/json', Buffer.from('{broken'))),
+    { bodyEncoding: 'text', body: '{broken' },
+    'JSON that does not parse is shown as the text it is',
+  )
+  t.match(readableRequest(staged('application/x-www-form-urlencoded', Buffer.from('a=1&b=%20'))), {
+    bodyEncoding: 'text',
+    body: 'a=1&b=%20',
+  })
+  t.match(readableRequest(staged('application/octet-stream', Buffer.from([0xff, 0xfe, 0x00, 0x81]))), {
+    bodyEncoding: 'binary',
+    body: null,
+    bodyBytes: 4,
+  })
+  t.match(readableRequest(staged(null, Buffer.alloc(0))), { bodyEncoding: 'none', body: null, bodyBytes: 0 })
+  t.equal(
+    readableRequest(staged('application/json', Buffer.from('{}'), 'issue_refund')),
+    null,
+    'tool calls: params',
+  )
+})
