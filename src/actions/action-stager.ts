@@ -27,6 +27,8 @@ export interface StagedRequest {
   contentType: string | null
   /** The exact body, or null when it was not read (the state changed between prediction and decision). */
   body: Buffer | null
+  /** Protocol headers to replay (REPLAYED_HEADERS only). */
+  headers?: Record<string, string> | undefined
 }
 
 /** Who and what a staged write is for: the decision's subject, as its receipts record it. */
@@ -63,6 +65,7 @@ export function stageHttpRequest(
     body: bytes.toString('base64'),
     bodySha256: sha256,
     bodyCaptured: request.body !== null,
+    ...(request.headers && Object.keys(request.headers).length > 0 ? { headers: request.headers } : {}),
   }
   const receipt = draft({
     receiptId: newId('receipt'),

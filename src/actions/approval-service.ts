@@ -153,7 +153,9 @@ interface WritePlan {
   ref: ToolRef | null
   params: Record<string, unknown>
   target: string | null
-  request: ToolRequest & { replay?: { bytes: Buffer; contentType: string | null } }
+  request: ToolRequest & {
+    replay?: { bytes: Buffer; contentType: string | null; headers: Record<string, string> }
+  }
   detail: Record<string, unknown>
 }
 
@@ -230,7 +232,7 @@ export function createApprovalService(deps: {
           method: replay.method,
           path: replay.path,
           body: undefined,
-          replay: { bytes: replay.bytes, contentType: replay.contentType },
+          replay: { bytes: replay.bytes, contentType: replay.contentType, headers: replay.headers },
         },
         // The audit log keeps the request's digest, never its body.
         detail: {

@@ -1,7 +1,7 @@
 import { sha256Hex } from '../core/secret-hash.js'
 import { UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath } from '../execute/upstream-url.js'
-import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
+import { HTTP_REPLAY_TOOL, type HttpReplayParams, REPLAYED_HEADERS } from './staged-request.js'
 
 export { HTTP_REPLAY_TOOL }
 
@@ -10,6 +10,8 @@ export interface ReplayRequest {
   path: string
   bytes: Buffer
   contentType: string | null
+  /** Protocol headers the agent sent with it (REPLAYED_HEADERS only). */
+  headers: Record<string, string>
 }
 
 export type BuiltReplay = ({ ok: true } & ReplayRequest) | { ok: false; problem: string }
@@ -38,5 +40,17 @@ export function replayRequest(params: Record<string, unknown>): BuiltReplay {
   const bytes = Buffer.from(p.body, 'base64')
   if (typeof p.bodySha256 !== 'string' || sha256Hex(bytes) !== p.bodySha256)
     return bad('the staged body does not match its recorded digest')
-  return { ok: true, method: p.method, path: p.path, bytes, contentType: p.contentType ?? null }
+  const headers: Record<string, string> = {}
+  if (p.headers !== undefined) {
+    if (p.headers === null || typeof p.headers !== 'object')
+      return bad('the staged headers are not an object')
+    for (const [name, value] of Object.entries(p.headers)) {
+      if (!(REPLAYED_HEADERS as readonly string[]).includes(name))
+        return bad(`the staged header ${name} is not one a replay may send`)
+      if (typeof value !== 'string' || !CONTENT_TYPE.test(value))
+        return bad(`the staged header ${name} is not a valid header value`)
+      headers[name] = value
+    }
+  }
+  return { ok: true, method: p.method, path: p.path, bytes, contentType: p.contentType ?? null, headers }
 }

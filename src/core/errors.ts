@@ -386,6 +386,28 @@ export const ERRORS = {
 export type ErrorName = keyof typeof ERRORS
 
 /** A domain error that the HTTP layer turns into `{error, code, ...detail}` with the def's status. */
+/**
+ * MCP: a tools/call gate-proxy does not forward is answered as a JSON-RPC error, so an agent
+ * framework shows it to the model. The codes are in the range JSON-RPC leaves to servers
+ * (-32000 to -32099), keyed by what the answer's `data.code` says: the decision (`denied`,
+ * `step_up_required`) or the registry code of a refusal. A message the gate cannot read is
+ * JSON-RPC's own Invalid Request. docs/errors.md lists them; a test keeps them in step.
+ */
+export const JSON_RPC_CODES: Readonly<Record<string, number>> = {
+  denied: -32001,
+  step_up_required: -32002,
+  quota_exhausted: -32003,
+  gate_unavailable: -32004,
+  unmapped_call: -32005,
+  revoked: -32006,
+  credential_unavailable: -32007,
+  not_enrolled: -32008,
+  unreadable_call: -32600,
+}
+
+/** Any other refusal (none today): a generic server error. */
+export const JSON_RPC_OTHER = -32000
+
 export class WriteGateError extends Error {
   readonly def: ErrorDef
   readonly detail: Record<string, unknown> | undefined

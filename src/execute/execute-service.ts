@@ -41,7 +41,7 @@ export interface ExecuteInput {
    * Never from HTTP: the approval of a write the proxy staged replays its exact bytes (bound
    * with rawRequestBinding), on the system's own path, which need not begin with /v1/.
    */
-  replay?: { bytes: Buffer; contentType: string | null } | undefined
+  replay?: { bytes: Buffer; contentType: string | null; headers?: Record<string, string> } | undefined
 }
 
 export type UpstreamResponse = Extract<UpstreamOutcome, { kind: 'response' }>
@@ -86,6 +86,7 @@ interface Prepared {
   contentType: string | null
   bodySha256: string | null
   binding: string
+  headers?: Record<string, string> | undefined
 }
 
 /**
@@ -137,6 +138,7 @@ export function createExecuteService(deps: {
         path: input.path,
         bytes: bytes.length > 0 ? bytes : null,
         contentType,
+        headers: input.replay.headers,
         bodySha256: sha256Hex(bytes),
         binding: rawRequestBinding(input.method, input.path, bytes),
       }
@@ -342,6 +344,7 @@ export function createExecuteService(deps: {
         contentType: req.contentType,
         idempotencyKey: input.idempotencyKey ?? null,
         receiptId: authorized.receiptId,
+        headers: req.headers,
       })
       const failed = sent.kind === 'failed' || sent.status >= 500
       if (failed)

@@ -22,6 +22,8 @@ export interface UpstreamRequest {
   idempotencyKey: string | null
   /** The EXECUTE receipt that authorised this write, so the upstream can log or reconcile it (as the proxy does). */
   receiptId: string
+  /** A replayed request's protocol headers (REPLAYED_HEADERS: accept, MCP's session and version). */
+  headers?: Record<string, string> | undefined
 }
 
 export type UpstreamFailure =
@@ -88,7 +90,8 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
  * One keep-alive undici Pool per upstream origin, opened on first use (systems are enrolled
  * while the service runs). Nothing from the caller becomes a header: the upstream sees
  * content-type, idempotency-key, x-writegate-receipt, the injected credential and a user
- * agent. Redirects are returned, never followed.
+ * agent, and for a replayed proxy request only the protocol headers it was staged with
+ * (REPLAYED_HEADERS: accept and MCP's session and version). Redirects are returned, never followed.
  */
 export function createUpstreamClient(deps: { settings: UpstreamSettings }): UpstreamClient {
   const { settings } = deps
@@ -114,7 +117,7 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
       const verdict = checkUpstreamPath(req.path, '/')
       if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)
 
-      const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*' }
+      const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*', ...req.headers }
       if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
       headers['x-writegate-receipt'] = req.receiptId

@@ -9,6 +9,8 @@ export interface CallRequest {
   pathWithQuery: string
   contentType: string
   body: Buffer
+  /** The agent's REPLAYED_HEADERS (accept, MCP's session and version), kept if the request is staged. */
+  headers: Record<string, string>
 }
 
 export type ReadCalls<Call> =

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { REPLAYED_HEADERS } from '../actions/staged-request.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
@@ -102,11 +103,17 @@ export function createCallWrites(deps: CallWritesDeps) {
       res.destroy()
       return
     }
+    const headers: Record<string, string> = {}
+    for (const name of REPLAYED_HEADERS) {
+      const v = req.headers[name]
+      if (typeof v === 'string') headers[name] = v
+    }
     const request: CallRequest = {
       method,
       pathWithQuery: target.path,
       contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : '',
       body,
+      headers,
     }
     const refuse = (refusal: CallRefusal<unknown>, calls: readonly unknown[]) => {
       const r = protocol.render(refusal, calls, request)
@@ -171,7 +178,7 @@ export function createCallWrites(deps: CallWritesDeps) {
               checkReceiptId,
               at,
             },
-            { method, path: target.path, contentType: request.contentType || null, body },
+            { method, path: target.path, contentType: request.contentType || null, body, headers },
           ),
       }
       const answer = await writes.run(write)

@@ -27,6 +27,7 @@ import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites } from './call-writes.js'
 import { graphqlProtocol } from './graphql-protocol.js'
 import { stripHopByHop } from './hop-by-hop.js'
+import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
@@ -247,7 +248,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
 
   const handleCalls = createCallWrites({
     writes: deps.writes,
-    protocols: { graphql: graphqlProtocol as CallProtocol<unknown> },
+    protocols: {
+      graphql: graphqlProtocol as CallProtocol<unknown>,
+      mcp: mcpProtocol as CallProtocol<unknown>,
+    },
     environment: deps.environment,
     maxBodyBytes: deps.maxInspectedBodyBytes,
     logger,

@@ -80,6 +80,13 @@ export function planProxyRequest(
   if (protocol)
     return { kind: 'settle', confirm: false, context: { kind: 'calls', system, path: target.path, protocol } }
   const route = compiled.routes.match(method, target.path)
+  // DELETE on an MCP endpoint ends the agent's session (Streamable HTTP): no write of the
+  // upstream's data, so it passes as a read does, unless a route maps it.
+  const read =
+    isRead(method) ||
+    (method === 'DELETE' &&
+      system.kind === 'mcp' &&
+      compiled.endpoint?.match(target.path.split('?')[0] as string))
   if (route)
     return {
       kind: 'decide',
@@ -88,7 +95,7 @@ export function planProxyRequest(
       systemId: system.systemId,
       context: { kind: 'write', system, path: target.path },
     }
-  if (isRead(method) && system.reads === 'pass')
+  if (read && system.reads === 'pass')
     return {
       kind: 'settle',
       // A read that carries the injected credential is refused once the key is revoked, so

@@ -149,7 +149,11 @@ export const mcpBindingSchema = z
   .object({
     endpoint: pathPattern.default('/mcp'),
     tools: z.array(mcpToolRoute).max(SYSTEM_LIMITS.routesPerSystem).default([]),
-    filterToolsList: z.boolean().default(false),
+    // Filtering tools/list answers by the agent's policy is not built yet: refused rather than
+    // accepted and ignored, so no one relies on a filter that is not there.
+    filterToolsList: z
+      .literal(false, { message: 'filtering tools/list answers is not supported yet: leave it false' })
+      .default(false),
   })
   .strict()
 
@@ -162,7 +166,7 @@ export const graphqlBindingSchema = z
 
 /** Everything about a system but its id, tenant and version: what a PUT replaces. */
 export const systemDefinitionShape = {
-  kind: z.enum(['http', 'graphql']).default('http'),
+  kind: z.enum(['http', 'mcp', 'graphql']).default('http'),
   /** `kind: mcp`: its Streamable HTTP endpoint and the tool calls mapped to verbs. */
   mcp: mcpBindingSchema.optional(),
   /** `kind: graphql`: its endpoint and the root mutation fields mapped to verbs. */
