@@ -19,6 +19,8 @@ export async function startBillingProxy(
     logger?: Logger
     /** Custom verbs to register before the systems are enrolled (their routes may name them). */
     verbs?: string[]
+    /** Settings for both the control plane and the proxy (a raised quota, say). */
+    settings?: Record<string, unknown>
   } = {},
 ) {
   const upstream = await new RecordingUpstream().start()
@@ -26,7 +28,7 @@ export async function startBillingProxy(
   // The control plane injects the same credential when it replays an approved write.
   process.env.BILLING_TOKEN = 'up-secret'
   const { api, cp } = await startControlPlane(t, 'pglite-memory', {
-    settings: { credentials: BILLING_CREDENTIALS },
+    settings: { credentials: BILLING_CREDENTIALS, ...opts.settings },
   })
   const tenant = await api.newTenant()
   const agent = await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: tenant.apiKey })
@@ -38,7 +40,10 @@ export async function startBillingProxy(
     null,
     { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
     opts.proxy ?? {},
-    { ...(opts.logger ? { logger: opts.logger } : {}), settings: { credentials: BILLING_CREDENTIALS } },
+    {
+      ...(opts.logger ? { logger: opts.logger } : {}),
+      settings: { credentials: BILLING_CREDENTIALS, ...opts.settings },
+    },
   )
   for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
     await new Promise((r) => setTimeout(r, 20))
