@@ -19,7 +19,14 @@ const verify = (caPem: string, leafPem: string, host: string) => {
   try {
     execFileSync(
       'openssl',
-      ['verify', '-CAfile', file('ca.pem', caPem), '-verify_hostname', host, file('leaf.pem', leafPem)],
+      [
+        'verify',
+        '-CAfile',
+        file('ca.pem', caPem),
+        /^[\d.]+$/.test(host) ? '-verify_ip' : '-verify_hostname',
+        host,
+        file('leaf.pem', leafPem),
+      ],
       { stdio: 'pipe' },
     )
     return 'ok'
@@ -89,7 +96,7 @@ t.test('leaves are minted for permitted hosts only, and verify against the CA al
       signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
       extensions: [new x509.SubjectAlternativeNameExtension([san])],
     })
-    const verdict = verify(made.certPem, forced.toString('pem'), host === '127.0.0.1' ? 'localhost' : host)
+    const verdict = verify(made.certPem, forced.toString('pem'), host)
     t.match(verdict, /name constraint|permitted subtree|excluded subtree/i, `${host}: rejected by openssl`)
   }
 })
