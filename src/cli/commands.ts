@@ -143,6 +143,23 @@ Exit 0: valid. Exit 1: invalid, with one line saying where. Exit 2: it cannot ru
     },
   },
   {
+    name: 'ca init',
+    synopsis: '<ca.crt> <ca.key> --hosts <host,…> [--days <n>]',
+    summary: "create gate-proxy's name-constrained TLS interception CA",
+    description: `Writes a new CA certificate and its private key (PKCS#8 PEM, mode 0600) for gate-proxy's
+HTTPS interception (proxy.tls.caCertFile and caKeyFile). The certificate carries critical X.509
+name constraints: it can vouch only for --hosts (each a DNS name, and its subdomains) and for no
+IP address, so a stolen key can impersonate nothing else. Neither file is overwritten. Mount
+the key into the proxy container only; give agents the certificate (docs/kubernetes.md).
+--days is its lifetime (default 365). See docs/proxy.md#https-interception.`,
+    positionals: ['ca.crt', 'ca.key'],
+    options: { hosts: { type: 'string' }, days: { type: 'string' } },
+    async run([cert, key], options, io) {
+      await (await import('./ca-init.js')).caInitCommand(cert as string, key as string, options, io)
+      return undefined
+    },
+  },
+  {
     name: 'totp',
     synopsis: '[--secret-file <file> | --secret <base32>]',
     summary: "print the current TOTP code of a tenant's authenticator, to approve a STEP_UP",

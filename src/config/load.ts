@@ -49,6 +49,8 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_AUDIT_CHECKPOINT_INTERVAL_SECONDS: { path: ['audit', 'checkpointIntervalSeconds'] },
   WRITEGATE_SCANNER_PUBLIC_KEY_FILE: { path: ['manifests', 'scannerPublicKeyFile'] },
   WRITEGATE_PROXY_PASSTHROUGH: { path: ['proxy', 'passthrough'], list: true },
+  WRITEGATE_PROXY_TLS_CA_CERT_FILE: { path: ['proxy', 'tls', 'caCertFile'] },
+  WRITEGATE_PROXY_TLS_CA_KEY_FILE: { path: ['proxy', 'tls', 'caKeyFile'] },
   WRITEGATE_CREDENTIALS_ALLOW_ENV: { path: ['credentials', 'allowEnv'], list: true },
   WRITEGATE_CREDENTIALS_ALLOW_FILES: { path: ['credentials', 'allowFiles'], list: true },
 }

@@ -181,6 +181,26 @@ export const settingsSchema = z
         passthrough: z
           .array(z.string().regex(/^[A-Za-z0-9.-]+(:\d+)?$/, { message: 'expected host or host:port' }))
           .default([]),
+        /**
+         * TLS interception: with a name-constrained CA (`writegate ca init`), a CONNECT to an
+         * enrolled https upstream is terminated by the proxy and every request in it gated.
+         */
+        tls: z
+          .object({
+            caCertFile: z.string().min(1).optional(),
+            caKeyFile: z.string().min(1).optional(),
+            /** Lifetime of a minted leaf certificate. */
+            leafTtlSeconds: num((n) => n.int().min(300).max(604800)).default(3600),
+            /** Leaf certificates kept (one per intercepted host). */
+            leafCacheSize: num((n) => n.int().min(1).max(100000)).default(1000),
+            /** A client that has not finished its TLS handshake by then is cut. */
+            handshakeTimeoutMs: num((n) => n.int().min(100).max(120000)).default(10000),
+          })
+          .strict()
+          .refine((t) => (t.caCertFile === undefined) === (t.caKeyFile === undefined), {
+            message: 'set both caCertFile and caKeyFile, or neither',
+          })
+          .prefault({}),
       })
       .strict()
       .prefault({}),

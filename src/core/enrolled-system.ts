@@ -75,6 +75,8 @@ export interface SystemDefinition {
   /** A fixed origin, never taken from a request. */
   upstream: string
   credential?: CredentialRef | undefined
+  /** PEM certificates the upstream's TLS certificate is verified against instead of the system trust store (https only). */
+  caBundle?: string | undefined
   baseUrlEnv?: string | undefined
   reads: 'pass' | 'gate'
   routes: SystemRoute[]

@@ -375,6 +375,12 @@ export const ERRORS = {
     'revoked: this agent may not reach the upstream',
     "gate-proxy: the proxy's key is revoked, disabled or on the sponsor's roster, so no request that would carry the injected credential is forwarded, reads included (`barred` says why).",
   ),
+  misdirectedRequest: def(
+    'misdirected_request',
+    421,
+    'misdirected request: the Host is not the host this TLS connection was opened for',
+    'gate-proxy: inside an intercepted TLS connection, a request whose Host names another host than the one of its CONNECT (and certificate). Nothing is decided or forwarded.',
+  ),
   methodOverride: def(
     'method_override',
     400,

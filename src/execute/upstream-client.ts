@@ -96,23 +96,25 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
 export function createUpstreamClient(deps: { settings: UpstreamSettings }): UpstreamClient {
   const { settings } = deps
   const pools = new Map<string, Pool>()
-  const poolFor = (origin: string): Pool => {
-    let pool = pools.get(origin)
+  const poolFor = (origin: string, caBundle: string | undefined): Pool => {
+    const key = `${origin}\n${caBundle ?? ''}`
+    let pool = pools.get(key)
     if (!pool) {
       pool = new Pool(origin, {
         connections: settings.connectionsPerOrigin,
-        connect: { timeout: settings.connectTimeoutMs },
+        // An https upstream is verified against the system's caBundle, else the trust store.
+        connect: { timeout: settings.connectTimeoutMs, ...(caBundle ? { ca: caBundle } : {}) },
         headersTimeout: settings.headersTimeoutMs,
         bodyTimeout: settings.bodyTimeoutMs,
       })
-      pools.set(origin, pool)
+      pools.set(key, pool)
     }
     return pool
   }
 
   return {
     async send(system, credential, req) {
-      const pool = poolFor(new URL(system.upstream).origin)
+      const pool = poolFor(new URL(system.upstream).origin, system.caBundle)
       // The callers have checked the path already; this is the last line before the socket.
       const verdict = checkUpstreamPath(req.path, '/')
       if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)

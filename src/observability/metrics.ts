@@ -20,6 +20,10 @@ export interface Metrics {
   watchDrainBacklog(read: () => number): void
   /** Whether this process can resolve a system's injected credential (1: it cannot). */
   credentialUnavailable(system: string, unavailable: boolean): void
+  /** An intercepted TLS connection refused or cut: handshake failed or timed out, host outside the CA, Host mismatch. */
+  tlsRefused(reason: string): void
+  /** A CONNECT terminated by the proxy's interception CA. */
+  tlsIntercepted(): void
 }
 
 const LATENCY_BUCKETS = [
@@ -59,6 +63,17 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     name: 'writegate_fail_closed_total',
     help: 'Decisions refused because the gate could not decide',
     labelNames: ['reason'],
+    registers: [registry],
+  })
+  const tlsRefused = new Counter({
+    name: 'writegate_tls_refused_total',
+    help: 'Intercepted TLS connections refused or cut, by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+  })
+  const tlsIntercepted = new Counter({
+    name: 'writegate_tls_intercepted_total',
+    help: 'CONNECT tunnels to enrolled https upstreams terminated by the proxy',
     registers: [registry],
   })
   const retries = new Counter({
@@ -129,5 +144,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     credentialUnavailable(system, unavailable) {
       credentials.set({ system }, unavailable ? 1 : 0)
     },
+    tlsRefused: (reason) => tlsRefused.inc({ reason }),
+    tlsIntercepted: () => tlsIntercepted.inc(),
   }
 }

@@ -34,6 +34,7 @@ import { sendJson } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
 import type { SystemCredentials } from './system-credentials.js'
+import type { TlsInterception } from './tls-interception.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
 
 type WriteContext = Extract<ProxyContext, { kind: 'write' }>
@@ -59,7 +60,9 @@ export interface GateProxyDeps {
   /** Hosts a CONNECT tunnel may reach, ungated. */
   passthrough: ReadonlySet<string>
   /** Keep-alive connections to an upstream origin. */
-  agentFor: (origin: URL) => HttpAgent
+  agentFor: (origin: URL, caBundle?: string) => HttpAgent
+  /** TLS interception of CONNECTs to enrolled https upstreams; null without an interception CA. */
+  interception?: TlsInterception | null
   credentials: SystemCredentials
   clock: Clock
   logger: Logger
@@ -149,13 +152,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
    * reads its options off that object: measurably slower than a server's own options.
    */
   const proxies = new Map<string, ProxyServer>()
-  function proxyFor(upstream: string): ProxyServer {
-    let proxy = proxies.get(upstream)
+  function proxyFor(upstream: string, caBundle: string | undefined): ProxyServer {
+    const key = `${upstream}\n${caBundle ?? ''}`
+    let proxy = proxies.get(key)
     if (proxy) return proxy
     const origin = new URL(upstream)
     proxy = createProxyServer({
       target: origin,
-      agent: deps.agentFor(origin),
+      agent: deps.agentFor(origin, caBundle),
       xfwd: false,
       changeOrigin: true,
       // No proxyTimeout: the origin's agent cuts a silent upstream (upstream-agent.ts).
@@ -176,7 +180,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (r.wgStart !== undefined)
         metrics.observeUpstream(r.wgSystemId ?? '', (performance.now() - r.wgStart) / 1000)
     })
-    proxies.set(upstream, proxy)
+    proxies.set(key, proxy)
     return proxy
   }
 
@@ -219,7 +223,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         })
       } else res.destroy()
     }
-    const proxy = proxyFor(system.upstream)
+    const proxy = proxyFor(system.upstream, system.caBundle)
     if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
     else proxy.web(req, res, onError)
   }
@@ -273,8 +277,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now()
     const url = req.url ?? '/'
-    if (url === '/healthz') return sendJson(res, 200, { ok: true })
-    if (url === '/readyz') {
+    // Inside an intercepted tunnel every path is the upstream's, and the Host must be the one
+    // the tunnel (and its certificate) was opened for.
+    const intercepted = deps.interception?.authorityOf(req.socket)
+    if (intercepted !== undefined) {
+      if (authorityOfHost(req.headers.host) !== intercepted) {
+        deps.metrics.tlsRefused('host_mismatch')
+        return sendRefusal(res, ERRORS.misdirectedRequest, ERRORS.misdirectedRequest.message)
+      }
+    } else if (url === '/healthz') return sendJson(res, 200, { ok: true })
+    else if (url === '/readyz') {
       const r = await api.readiness()
       return sendJson(res, r.ready ? 200 : 503, { ...r })
     }
@@ -410,12 +422,57 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   /** Sockets handed to the CONNECT handler: the HTTP server no longer tracks them, but close() waits for them. */
   const tunnels = new Set<Socket>()
 
-  /** CONNECT makes an opaque tunnel: refused unless the host is on the ungated pass-through list. */
+  /** Whether `host:port` is an enrolled https upstream of the proxy's tenant (so interceptable). */
+  async function enrolledHttps(host: string, port: number): Promise<boolean> {
+    const tenant = deps.identity.current()
+    if (!tenant) return false
+    const snap = await deps.snapshots.get(tenant.tenantId).catch(() => null)
+    const systems = [...(snap?.systemsOnHost(host) ?? []), ...deps.local(tenant.tenantId).onHost(host)]
+    return systems.some((s) => {
+      const u = new URL(s.record.upstream)
+      return u.protocol === 'https:' && Number(u.port || 443) === port
+    })
+  }
+
+  /**
+   * CONNECT to an enrolled https upstream, with an interception CA: terminated here and every
+   * request in it gated. Otherwise an opaque tunnel, refused unless the host is on the
+   * ungated pass-through list.
+   */
   function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
     tunnels.add(socket)
     socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
     const [host, port] = authority.split(':')
+    const interception = deps.interception
+    if (interception && host && /^\d{1,5}$/.test(port ?? '443')) {
+      const portNumber = Number(port ?? 443)
+      enrolledHttps(host, portNumber)
+        .then(async (enrolled) => {
+          if (enrolled) {
+            const served = await interception.intercept(socket, head, host, portNumber, (tls) =>
+              server.emit('connection', tls),
+            )
+            if (served) return
+          }
+          tunnel(socket, head, authority, host, port)
+        })
+        .catch((err) => {
+          logger.error({ err }, 'CONNECT interception failed')
+          socket.destroy()
+        })
+      return
+    }
+    tunnel(socket, head, authority, host, port)
+  }
+
+  function tunnel(
+    socket: Socket,
+    head: Buffer,
+    authority: string,
+    host: string | undefined,
+    port: string | undefined,
+  ) {
     const allowed = deps.passthrough.has(authority) || (port === '443' && deps.passthrough.has(host ?? ''))
     if (!allowed || !host) {
       // Closed once answered (the socket is ours now, and half-open until the client closes),
@@ -496,4 +553,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     },
   }
   return api
+}
+
+/** `host:port` of a Host header (port 443 when it names none: the tunnels are https), lower case. */
+function authorityOfHost(hostHeader: string | undefined): string {
+  const h = (hostHeader ?? '').toLowerCase()
+  return /:\d+$/.test(h) ? h : `${h}:443`
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import type { Agent as HttpAgent } from 'node:http'
 import { performance } from 'node:perf_hooks'
 import { listenAs } from '../config/listen-errors.js'
@@ -16,10 +17,13 @@ import type { HotStore } from '../store/ports/hot-store.js'
 import { connectRedis } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
+import { loadInterceptionCa } from '../tls/interception-ca.js'
+import { createLeafMinter } from '../tls/leaf-minter.js'
 import { createGateProxy, type GateProxy } from './gate-proxy.js'
 import { localSystemsFrom } from './local-systems.js'
 import { createProxyIdentity, readProxyApiKey } from './proxy-identity.js'
 import { createSystemCredentials } from './system-credentials.js'
+import { createTlsInterception, type TlsInterception } from './tls-interception.js'
 import { createUpstreamAgent } from './upstream-agent.js'
 
 export interface RunningProxy {
@@ -54,11 +58,12 @@ function routesFileOf(settings: Settings, logger: Logger): SystemsFile | null {
 function agentsPerOrigin(upstreamTimeoutMs: number) {
   const agents = new Map<string, HttpAgent>()
   return {
-    agentFor(origin: URL): HttpAgent {
-      let agent = agents.get(origin.origin)
+    agentFor(origin: URL, caBundle?: string): HttpAgent {
+      const key = `${origin.origin}\n${caBundle ?? ''}`
+      let agent = agents.get(key)
       if (!agent) {
-        agent = createUpstreamAgent(origin, upstreamTimeoutMs)
-        agents.set(origin.origin, agent)
+        agent = createUpstreamAgent(origin, upstreamTimeoutMs, caBundle)
+        agents.set(key, agent)
       }
       return agent
     },
@@ -111,6 +116,38 @@ function watchReadiness(proxy: GateProxy, logger: Logger, everyMs: number): () =
 }
 
 /** Starts the proxy over parts someone else built (the embedded default shares the control plane's). */
+/**
+ * The proxy's TLS interception, when it has an interception CA: its files are read once, and a
+ * CA that cannot be read, or has no name constraints, stops start-up naming the setting.
+ */
+async function interceptionOf(settings: Settings, parts: ProxyParts): Promise<TlsInterception | null> {
+  const { caCertFile, caKeyFile, leafTtlSeconds, leafCacheSize, handshakeTimeoutMs } = settings.proxy.tls
+  if (!caCertFile || !caKeyFile) return null
+  const read = (file: string, setting: string) => {
+    try {
+      return readFileSync(file, 'utf8')
+    } catch (err) {
+      throw new ConfigError(
+        `invalid setting ${setting}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+      )
+    }
+  }
+  const certPem = read(caCertFile, 'proxy.tls.caCertFile (WRITEGATE_PROXY_TLS_CA_CERT_FILE)')
+  const keyPem = read(caKeyFile, 'proxy.tls.caKeyFile (WRITEGATE_PROXY_TLS_CA_KEY_FILE)')
+  let ca: Awaited<ReturnType<typeof loadInterceptionCa>>
+  try {
+    ca = await loadInterceptionCa(certPem, keyPem)
+  } catch (err) {
+    throw new ConfigError(`invalid setting proxy.tls.caCertFile: ${(err as Error).message.split('\n')[0]}`)
+  }
+  const minter = await createLeafMinter(ca, { ttlSeconds: leafTtlSeconds, cacheSize: leafCacheSize })
+  parts.logger.info(
+    { hosts: ca.permitted },
+    'TLS interception on: CONNECTs to these enrolled hosts are gated',
+  )
+  return createTlsInterception({ minter, handshakeTimeoutMs, metrics: parts.metrics, logger: parts.logger })
+}
+
 export async function startProxy(
   settings: Settings,
   parts: ProxyParts,
@@ -166,7 +203,8 @@ export async function startProxy(
     passthrough: new Set(
       [...(routesFile?.passthrough ?? []), ...settings.proxy.passthrough].map((h) => h.toLowerCase()),
     ),
-    agentFor: (origin) => agents.agentFor(origin),
+    agentFor: (origin, caBundle) => agents.agentFor(origin, caBundle),
+    interception: await interceptionOf(settings, parts),
     credentials,
     clock: parts.clock,
     logger: parts.logger,

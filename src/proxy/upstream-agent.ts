@@ -31,7 +31,7 @@ const POOL = {
  * request, adds and removes listeners each time, and leaves the connect phase untimed; Node's
  * own agent, when a socket goes back to the pool, would set its timeout to the agent's (none).
  */
-export function createUpstreamAgent(origin: URL, silenceMs: number): HttpAgent {
+export function createUpstreamAgent(origin: URL, silenceMs: number, caBundle?: string): HttpAgent {
   // Agents hand out net.Socket (tls.TLSSocket for https); Node's typings say Duplex.
   const cutWhenSilent = (duplex: Duplex | null | undefined) => {
     const socket = duplex as Socket | null | undefined
@@ -48,7 +48,12 @@ export function createUpstreamAgent(origin: URL, silenceMs: number): HttpAgent {
     socket.unref()
     return true
   }
-  const agent = origin.protocol === 'https:' ? new HttpsAgent(POOL) : new HttpAgent(POOL)
+  // https is verified (Node's default: rejectUnauthorized, SNI from the host), against the
+  // system's caBundle when it has one, else the trust store; never downgraded to http.
+  const agent =
+    origin.protocol === 'https:'
+      ? new HttpsAgent({ ...POOL, ...(caBundle ? { ca: caBundle } : {}) })
+      : new HttpAgent(POOL)
   // Both are documented as overridable; the agent calls them as its own methods.
   const open = agent.createConnection.bind(agent)
   agent.createConnection = (...args) => {

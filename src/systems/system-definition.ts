@@ -173,6 +173,14 @@ export const systemDefinitionShape = {
   graphql: graphqlBindingSchema.optional(),
   upstream: upstreamSchema,
   credential: credentialRefSchema.optional(),
+  /** PEM CA certificates to verify an https upstream with, instead of the system trust store. */
+  caBundle: z
+    .string()
+    .max(65_536)
+    .regex(/-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/, {
+      message: 'expected PEM certificates (-----BEGIN CERTIFICATE-----)',
+    })
+    .optional(),
   /** Agent-side variable the injector sets to this system's base URL through the proxy. */
   baseUrlEnv: z
     .string()
@@ -233,9 +241,12 @@ function routeShape(method: string, path: string): string {
  * do not exist.
  */
 export function definitionProblems(
-  s: Pick<SystemDefinition, 'routes' | 'tools'> & Partial<Pick<SystemDefinition, 'kind' | 'mcp' | 'graphql'>>,
+  s: Pick<SystemDefinition, 'routes' | 'tools'> &
+    Partial<Pick<SystemDefinition, 'kind' | 'mcp' | 'graphql' | 'upstream' | 'caBundle'>>,
 ): DefinitionProblem[] {
   const problems: DefinitionProblem[] = []
+  if (s.caBundle !== undefined && s.upstream !== undefined && !/^https:/i.test(s.upstream))
+    problems.push({ path: ['caBundle'], message: 'only for an https:// upstream' })
   const kind = s.kind ?? 'http'
   if (kind === 'mcp' && !s.mcp) problems.push({ path: ['mcp'], message: 'required for kind: mcp' })
   if (kind === 'graphql' && !s.graphql)

@@ -1,0 +1,259 @@
+import { execFile } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { generate } from 'otplib'
+import t from 'tap'
+import { createInterceptionCa } from '../../src/tls/interception-ca.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { startHttpsUpstream } from '../helpers/https-upstream.js'
+
+/**
+ * Issue 17: HTTPS writes gated through TLS interception, with real TLS clients that trust the
+ * tenant's interception CA (curl, Node, Python) and a real HTTPS upstream on loopback.
+ */
+
+function run(cmd: string, args: string[], env: Record<string, string> = {}) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    // No proxy or CA settings from the machine: each client is told exactly what to trust.
+    const base = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !/proxy|CA_BUNDLE|CERT_FILE|CERT_DIR|EXTRA_CA/i.test(k)),
+    )
+    execFile(cmd, args, { env: { ...base, ...env }, timeout: 20_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    )
+  })
+}
+
+t.test('HTTPS writes through TLS interception', async (t) => {
+  const upstream = await startHttpsUpstream(t)
+  const untrusted = await startHttpsUpstream(t)
+  const dir = mkdtempSync(join(tmpdir(), 'wg-tls-'))
+  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  const caFile = join(dir, 'ca.crt')
+  writeFileSync(caFile, ca.certPem)
+  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
+  const credential = { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' }
+  const routes = [
+    { method: 'POST' as const, path: '/v1/checks', verb: 'verify' },
+    { method: 'POST' as const, path: '/v1/refunds', verb: 'refund' },
+    { method: 'POST' as const, path: '/v1/wipe', verb: 'repo.delete' },
+  ]
+  const bench = await startBillingProxy(t, {
+    systems: () => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_billing',
+          kind: 'http' as const,
+          upstream: upstream.origin,
+          caBundle: upstream.caPem,
+          credential,
+          reads: 'pass',
+          routes,
+          tools: [],
+        },
+        // Its upstream's certificate chains to a CA the system does not name: never trusted.
+        {
+          systemId: 'sys_untrusted',
+          kind: 'http' as const,
+          upstream: untrusted.origin,
+          credential,
+          reads: 'pass',
+          routes,
+          tools: [],
+        },
+      ],
+    }),
+    verbs: ['repo.delete'],
+    proxy: { tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500 } },
+  })
+  const proxyUrl = `http://127.0.0.1:${bench.port}`
+  const url = (path: string, up = upstream) => `https://localhost:${up.port}${path}`
+  const curl = (path: string, extra: string[] = [], up = upstream, body = '{"amount":5}') =>
+    run('curl', [
+      '-s',
+      '-o',
+      '-',
+      '-w',
+      '\n%{http_code}',
+      '--noproxy',
+      '',
+      '-x',
+      proxyUrl,
+      '--cacert',
+      caFile,
+      '-X',
+      'POST',
+      '-H',
+      'content-type: application/json',
+      '-d',
+      body,
+      ...extra,
+      url(path, up),
+    ])
+  const status = (r: { stdout: string }) => Number(r.stdout.trim().split('\n').at(-1))
+  const receipts = async () =>
+    (
+      await bench.cp.database.sql<{ body: string }[]>`select body from receipts
+        where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK' order by seq`
+    ).map((r) => JSON.parse(r.body))
+
+  t.test(
+    'curl --proxy: ALLOW reaches the upstream with the credential; DENY and STEP_UP never do',
+    async (t) => {
+      const allowed = await curl('/v1/checks')
+      t.equal(status(allowed), 200, allowed.stderr)
+      t.equal(upstream.received.length, 1)
+      t.equal(upstream.received[0]?.headers.authorization, 'Bearer up-secret', 'injected by the proxy')
+      t.match(upstream.received[0]?.headers['x-writegate-receipt'], /^rcp_/)
+      t.match((await receipts()).at(-1), {
+        decision: 'ALLOW',
+        verb: 'verify',
+        detail: { systemId: 'sys_billing' },
+      })
+      const denied = await curl('/v1/wipe')
+      t.equal(status(denied), 403)
+      t.match(denied.stdout, /"decision":"DENY"/)
+      const stepUp = await curl('/v1/refunds')
+      t.equal(status(stepUp), 428)
+      t.equal(upstream.received.length, 1, 'the upstream saw the ALLOW only')
+    },
+  )
+
+  t.test('Node (NODE_EXTRA_CA_CERTS) and Python (SSL_CERT_FILE) through the proxy', async (t) => {
+    const script = `
+      const http = require('node:http'), https = require('node:https')
+      const [proxyPort, port, path] = process.argv.slice(1)
+      http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port })
+        .on('connect', (res, socket) => {
+          const req = https.request({ host: 'localhost', port, path, method: 'POST', socket, agent: false,
+            headers: { 'content-type': 'application/json' } }, (r) => { console.log(r.statusCode); r.resume() })
+          req.on('error', (e) => { console.log('error ' + e.code); process.exit(0) })
+          req.end('{"amount":1}')
+        }).end()`
+    const node = async (path: string) =>
+      (
+        await run(process.execPath, ['-e', script, String(bench.port), String(upstream.port), path], {
+          NODE_EXTRA_CA_CERTS: caFile,
+        })
+      ).stdout.trim()
+    const before = upstream.received.length
+    t.equal(await node('/v1/checks'), '200')
+    t.equal(await node('/v1/wipe'), '403')
+    t.equal(await node('/v1/refunds'), '428')
+    t.equal(upstream.received.length, before + 1)
+
+    const py = `
+import sys, urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[1], data=b'{"amount":2}', headers={'content-type': 'application/json'}, method='POST')
+try:
+    print(urllib.request.urlopen(req, timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+`
+    const python = async (path: string) =>
+      (
+        await run('python3', ['-c', py, url(path)], {
+          https_proxy: proxyUrl,
+          HTTPS_PROXY: proxyUrl,
+          SSL_CERT_FILE: caFile,
+        })
+      ).stdout.trim()
+    t.equal(await python('/v1/checks'), '200')
+    t.equal(await python('/v1/wipe'), '403')
+    t.equal(await python('/v1/refunds'), '428')
+    t.equal(upstream.received.length, before + 2)
+  })
+
+  t.test(
+    'a STEP_UP write intercepted from HTTPS is approved and replayed to the HTTPS upstream',
+    async (t) => {
+      const r = await curl('/v1/refunds', [], upstream, '{"charge":"ch_tls"}')
+      const actionId = JSON.parse(r.stdout.trim().split('\n')[0] as string).actionId as string
+      const code = await generate({
+        secret: bench.tenant.totp.secret,
+        epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
+      })
+      const approved = await bench.api.post(
+        `/v1/agent/actions/${actionId}/approve`,
+        { totpCode: code },
+        { bearer: bench.tenant.apiKey },
+      )
+      t.same([approved.status, approved.body.type], [200, 'executed'], JSON.stringify(approved.body))
+      t.equal(
+        upstream.received.at(-1)?.body,
+        '{"charge":"ch_tls"}',
+        'verified against the system caBundle by the control plane too',
+      )
+    },
+  )
+
+  t.test(
+    'refused cleanly: an untrusting client, a Host that is not the tunnel host, a stalled handshake, an unenrolled host, an untrusted upstream',
+    async (t) => {
+      const before = upstream.received.length
+      const untrusting = await run('curl', [
+        '-s',
+        '--noproxy',
+        '',
+        '-x',
+        proxyUrl,
+        '--cacert',
+        join(dir, 'nothing.pem'),
+        '-X',
+        'POST',
+        '-d',
+        '{}',
+        url('/v1/checks'),
+      ])
+      t.not(untrusting.code, 0, 'curl refuses the minted certificate without the CA')
+      const misdirected = await curl('/v1/checks', ['-H', 'Host: billing.example.com'])
+      t.equal(status(misdirected), 421)
+      t.match(misdirected.stdout, /misdirected_request/)
+
+      const stalled = connect(bench.port, '127.0.0.1')
+      stalled.on('error', () => {})
+      stalled.write(`CONNECT localhost:${upstream.port} HTTP/1.1\r\nHost: localhost:${upstream.port}\r\n\r\n`)
+      let seen = ''
+      stalled.on('data', (d) => (seen += d))
+      const closed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 5000)
+        stalled.on('close', () => {
+          clearTimeout(timer)
+          resolve(true)
+        })
+      })
+      t.ok(closed, `a client that never completes its handshake is cut (${JSON.stringify(seen)})`)
+
+      const unenrolled = await run('curl', [
+        '-s',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_connect}',
+        '--noproxy',
+        '',
+        '-x',
+        proxyUrl,
+        '--cacert',
+        caFile,
+        'https://example.invalid/',
+      ])
+      t.equal(unenrolled.stdout, '403', 'CONNECT to a host of no system: tunnel_refused')
+
+      const bad = await curl('/v1/checks', [], untrusted)
+      t.equal(status(bad), 502, 'an upstream certificate the system does not trust: not sent')
+      t.match(bad.stdout, /upstream_error/)
+      t.equal(untrusted.received.length, 0)
+      t.equal(upstream.received.length, before)
+
+      const metrics = await bench.cp.metrics.registry.metrics()
+      t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="host_mismatch"/)
+      t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"/)
+      const health = await fetch(`http://127.0.0.1:${bench.port}/healthz`)
+      t.equal(health.status, 200, 'the proxy still serves')
+    },
+  )
+})
