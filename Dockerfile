@@ -15,7 +15,9 @@ RUN npm run build
 FROM node:26-trixie-slim AS runtime
 # iptables is for the injector's enforce init container (writegate.io/enforce), which runs this
 # image as root with NET_ADMIN; every other process runs as the unprivileged user below.
-RUN apt-get update && apt-get install -y --no-install-recommends iptables \
+# ca-certificates: the system CAs the injector's CA-bundle init container joins with the
+# interception CA (writegate.io/tls-ca-secret), and the roots upstream TLS is verified against.
+RUN apt-get update && apt-get install -y --no-install-recommends iptables ca-certificates \
   && rm -rf /var/lib/apt/lists/*
 # The settings file listens on loopback only; a container listens on every interface (the
 # proxy on :: for both families). The chart sets these too, from its values.

@@ -43,6 +43,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_INJECTOR_PROXY_IMAGE: { path: ['injector', 'proxy', 'image'] },
   WRITEGATE_INJECTOR_PROXY_IMAGE_PULL_POLICY: { path: ['injector', 'proxy', 'imagePullPolicy'] },
   WRITEGATE_INJECTOR_ROUTES_CONFIGMAP: { path: ['injector', 'defaults', 'routesConfigMap'] },
+  WRITEGATE_INJECTOR_TLS_CA_SECRET: { path: ['injector', 'defaults', 'tlsCaSecret'] },
   WRITEGATE_INJECTOR_PROXY_SECRET: { path: ['injector', 'defaults', 'proxySecret'] },
   WRITEGATE_INJECTOR_ENFORCE_IMAGE: { path: ['injector', 'enforce', 'image'] },
   WRITEGATE_AUDIT_SIGNING_KEY_FILE: { path: ['audit', 'signingKeyFile'] },

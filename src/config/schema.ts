@@ -100,6 +100,8 @@ const injectorSettings = z
         /** Deprecated: a routes ConfigMap for pods that name none; unset, a proxy gets no file (it serves its tenant's enrolled systems). */
         routesConfigMap: objectName.optional(),
         proxySecret: objectName.default('writegate-proxy'),
+        /** The interception CA's Secret (ca.crt, ca.key) for pods that name none; unset, no HTTPS interception. */
+        tlsCaSecret: objectName.optional(),
       })
       .strict()
       .prefault({}),

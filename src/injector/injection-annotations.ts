@@ -18,6 +18,11 @@ export const ANNOTATIONS = {
   baseUrlEnv: 'writegate.io/base-url-env',
   /** `"true"` adds an init container whose iptables rules send all outbound TCP to the proxy. */
   enforce: 'writegate.io/enforce',
+  /**
+   * Secret with the tenant's interception CA (`ca.crt`, `ca.key`, from `writegate ca init`): the
+   * proxy gets both and intercepts HTTPS to enrolled hosts; agents get the certificate alone.
+   */
+  tlsCaSecret: 'writegate.io/tls-ca-secret',
 } as const
 
 /** Label the injector puts on pods it has injected (the PodMonitor selects on it). */
@@ -38,6 +43,8 @@ export interface InjectionRequest {
   credentialEnv: string[]
   baseUrls: BaseUrlBinding[]
   enforce: boolean
+  /** The interception CA's Secret; null: no HTTPS interception for this pod. */
+  tlsCaSecret: string | null
 }
 
 export type AnnotationReading =
@@ -140,6 +147,8 @@ export interface AnnotationDefaults {
   /** Deprecated: a routes ConfigMap for pods that do not name one; null for none. */
   routesConfigMap: string | null
   proxySecret: string
+  /** The interception CA's Secret for pods that do not name one; null for none. */
+  tlsCaSecret: string | null
 }
 
 /** Reads a pod's writegate annotations. Pure: no defaults beyond the ones handed in. */
@@ -159,6 +168,7 @@ export function readInjectionAnnotations(
         credentialEnv: credentialEnv(a),
         baseUrls: baseUrls(a),
         enforce: flag(a, ANNOTATIONS.enforce) ?? false,
+        tlsCaSecret: objectName(a, ANNOTATIONS.tlsCaSecret, defaults.tlsCaSecret),
       },
     }
   } catch (err) {

@@ -34,7 +34,11 @@ export function serializeReview(r: ReviewSummary): ReviewSummary {
 export function injectorOptions(settings: Settings): InjectorOptions {
   const s = settings.injector
   return {
-    defaults: { proxySecret: s.defaults.proxySecret, routesConfigMap: s.defaults.routesConfigMap ?? null },
+    defaults: {
+      proxySecret: s.defaults.proxySecret,
+      routesConfigMap: s.defaults.routesConfigMap ?? null,
+      tlsCaSecret: s.defaults.tlsCaSecret ?? null,
+    },
     proxy: s.proxy,
     enforce: s.enforce,
   }

@@ -6,9 +6,13 @@ import {
   readInjectionAnnotations,
 } from './injection-annotations.js'
 import { type JsonPatchOp, pointer } from './jsonpatch.js'
-import type { Container, EnvVar, Pod, Volume } from './kube-types.js'
+import type { Container, EnvVar, Pod, Volume, VolumeMount } from './kube-types.js'
 import {
+  AGENT_VOLUMES,
   agentEnv,
+  agentMounts,
+  CA_BUNDLE_CONTAINER,
+  caBundleInitContainer,
   enforceInitContainer,
   INIT_CONTAINER,
   PROXY_CONTAINER,
@@ -66,7 +70,7 @@ function conflicts(
   if (spec.hostNetwork)
     return 'writegate cannot inject into a pod with hostNetwork: true (the proxy and its rules would act on the node)'
   const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
-    (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER,
+    (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER,
   )
   const reservedPorts = [opts.proxy.port, opts.proxy.metricsPort]
   for (const c of others) {
@@ -75,8 +79,10 @@ function conflicts(
       return `container ${c.name} uses port ${clash.containerPort}, which the writegate proxy needs in this pod`
   }
   const ourNames = new Set(ours.map((v) => v.name))
+  // Agents mount the CA certificate and bundle the injector gave them; the rest is the proxy's.
+  const proxyOnly = new Set([...ourNames].filter((n) => !AGENT_VOLUMES.includes(n)))
   for (const c of others) {
-    const mount = (c.volumeMounts ?? []).find((m) => ourNames.has(m.name))
+    const mount = (c.volumeMounts ?? []).find((m) => proxyOnly.has(m.name))
     if (mount) return `container ${c.name} mounts ${mount.name}, which is reserved for the writegate proxy`
   }
   for (const v of spec.volumes ?? []) {
@@ -85,7 +91,11 @@ function conflicts(
       return `volume name ${v.name} is reserved for the writegate proxy`
   }
   // The point of the proxy is that agents never hold these: refuse a pod that hands them over anyway.
-  const protectedSecrets = new Set([req.proxySecret, ...req.credentialSecrets])
+  const protectedSecrets = new Set([
+    req.proxySecret,
+    ...req.credentialSecrets,
+    ...(req.tlsCaSecret ? [req.tlsCaSecret] : []),
+  ])
   for (const c of others) {
     const leaked = secretsReferencedBy(c).find((s) => protectedSecrets.has(s))
     if (leaked) return `container ${c.name} reads Secret ${leaked}, which only the writegate proxy may hold`
@@ -118,6 +128,20 @@ function envOps(containerIndex: number, current: EnvVar[] | undefined, desired: 
       ops.push({ op: 'replace', path: pointer('spec', 'containers', containerIndex, 'env', at), value: want })
   }
   return ops
+}
+
+/** The agent-side mounts a container lacks (by name). */
+function mountOps(
+  containerIndex: number,
+  current: VolumeMount[] | undefined,
+  desired: VolumeMount[],
+): JsonPatchOp[] {
+  const have = new Set((current ?? []).map((m) => m.name))
+  return appendOps(
+    ['spec', 'containers', String(containerIndex), 'volumeMounts'],
+    current,
+    desired.filter((m) => !have.has(m.name)),
+  )
 }
 
 function appendOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
@@ -169,6 +193,9 @@ export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
 
   const present = new Set([...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name))
   const inits: Container[] = []
+  // The agents' CA bundle is written before any of them (or the pod's own init containers) runs
+  // after it; it needs no network.
+  if (req.tlsCaSecret && !present.has(CA_BUNDLE_CONTAINER)) inits.push(caBundleInitContainer(opts))
   // The iptables rules go in after the pod's own init containers, which run before the proxy exists.
   if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts))
   const proxyMissing = !present.has(PROXY_CONTAINER)
@@ -176,8 +203,11 @@ export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
   patch.push(...appendOps(['spec', 'initContainers'], spec.initContainers, inits))
 
   const desiredEnv = agentEnv(req, opts)
+  const desiredMounts = agentMounts(req)
   spec.containers.forEach((c, i) => {
-    if (c.name !== PROXY_CONTAINER) patch.push(...envOps(i, c.env, desiredEnv))
+    if (c.name === PROXY_CONTAINER) return
+    patch.push(...envOps(i, c.env, desiredEnv))
+    patch.push(...mountOps(i, c.volumeMounts, desiredMounts))
   })
   if (proxyMissing && !opts.proxy.nativeSidecar)
     patch.push({ op: 'add', path: pointer('spec', 'containers', '-'), value: proxyContainer(req, opts) })

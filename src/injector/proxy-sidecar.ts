@@ -16,6 +16,17 @@ export const PROXY_UID = 1337
 export const ROUTES_DIR = '/etc/writegate/routes'
 export const PROXY_SECRET_DIR = '/var/run/writegate/proxy'
 export const CREDENTIALS_DIR = '/var/run/writegate/credentials'
+/** The interception CA, certificate and key: the proxy's alone. */
+export const TLS_CA_DIR = '/var/run/writegate/tls-ca'
+/** The interception CA's certificate alone, for agents. */
+export const CA_CERT_DIR = '/var/run/writegate/ca'
+/** The system CAs plus the interception CA, one PEM bundle, for agents' runtimes. */
+export const CA_BUNDLE_DIR = '/var/run/writegate/ca-bundle'
+export const CA_BUNDLE_FILE = `${CA_BUNDLE_DIR}/ca-bundle.crt`
+export const CA_BUNDLE_CONTAINER = 'writegate-ca-bundle'
+/** Keys of the interception CA's Secret (as `writegate ca init` names its files). */
+export const CA_CERT_KEY = 'ca.crt'
+export const CA_KEY_KEY = 'ca.key'
 /** Keys of the proxy Secret named by writegate.io/api-key-secret. */
 export const API_KEY_KEY = 'api-key'
 export const REDIS_URL_KEY = 'redis-url'
@@ -24,6 +35,9 @@ export const VOLUMES = {
   routes: 'writegate-routes',
   proxySecret: 'writegate-proxy-secret',
   tmp: 'writegate-tmp',
+  tlsCa: 'writegate-tls-ca',
+  caCert: 'writegate-ca-cert',
+  caBundle: 'writegate-ca-bundle',
   /** One per credential Secret, by position: names stay short and valid whatever the Secret is called. */
   credential: (i: number) => `writegate-credential-${i}`,
 } as const
@@ -73,7 +87,61 @@ export function agentEnv(req: InjectionRequest, opts: SidecarOptions): EnvVar[] 
     { name: 'NO_PROXY', value: noProxy },
     { name: 'no_proxy', value: noProxy },
     ...req.baseUrls.map((b) => ({ name: b.env, value: `${proxy}/${b.systemId}` })),
+    // HTTPS through the proxy, which intercepts enrolled hosts with a CA the runtimes now trust.
+    ...(req.tlsCaSecret
+      ? [
+          { name: 'HTTPS_PROXY', value: proxy },
+          { name: 'https_proxy', value: proxy },
+          ...['SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'GIT_SSL_CAINFO', 'AWS_CA_BUNDLE'].map(
+            (name) => ({ name, value: CA_BUNDLE_FILE }),
+          ),
+          // Node adds these to its own roots, so the CA alone.
+          { name: 'NODE_EXTRA_CA_CERTS', value: `${CA_CERT_DIR}/${CA_CERT_KEY}` },
+        ]
+      : []),
   ]
+}
+
+/** Agent-side volumes the injector mounts into every agent container (the CA certificate and bundle). */
+export function agentMounts(req: InjectionRequest): VolumeMount[] {
+  if (!req.tlsCaSecret) return []
+  return [
+    { name: VOLUMES.caCert, mountPath: CA_CERT_DIR, readOnly: true },
+    { name: VOLUMES.caBundle, mountPath: CA_BUNDLE_DIR, readOnly: true },
+  ]
+}
+
+/** Names of the volumes agents may (and do) mount; every other writegate volume is the proxy's. */
+export const AGENT_VOLUMES: readonly string[] = [VOLUMES.caCert, VOLUMES.caBundle]
+
+/**
+ * Writes the agents' CA bundle: the image's system CAs plus the interception CA, before any
+ * agent starts. Unprivileged, nothing but `cat`.
+ */
+export function caBundleInitContainer(opts: SidecarOptions): Container {
+  return {
+    name: CA_BUNDLE_CONTAINER,
+    image: opts.proxy.image,
+    imagePullPolicy: opts.proxy.imagePullPolicy,
+    command: [
+      'sh',
+      '-c',
+      `cat /etc/ssl/certs/ca-certificates.crt ${CA_CERT_DIR}/${CA_CERT_KEY} > ${CA_BUNDLE_FILE}`,
+    ],
+    volumeMounts: [
+      { name: VOLUMES.caCert, mountPath: CA_CERT_DIR, readOnly: true },
+      { name: VOLUMES.caBundle, mountPath: CA_BUNDLE_DIR },
+    ],
+    resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
+    securityContext: {
+      runAsUser: 65534,
+      runAsGroup: 65534,
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    },
+  }
 }
 
 export function proxyVolumes(req: InjectionRequest, opts: SidecarOptions): Volume[] {
@@ -95,6 +163,26 @@ export function proxyVolumes(req: InjectionRequest, opts: SidecarOptions): Volum
     },
     ...req.credentialSecrets.map((s, i) => ({ name: VOLUMES.credential(i), secret: { secretName: s } })),
     { name: VOLUMES.tmp, emptyDir: {} },
+    ...(req.tlsCaSecret
+      ? [
+          {
+            name: VOLUMES.tlsCa,
+            secret: {
+              secretName: req.tlsCaSecret,
+              items: [
+                { key: CA_CERT_KEY, path: CA_CERT_KEY },
+                { key: CA_KEY_KEY, path: CA_KEY_KEY },
+              ],
+            },
+          },
+          // The same Secret, its certificate alone: the key is never projected where agents mount.
+          {
+            name: VOLUMES.caCert,
+            secret: { secretName: req.tlsCaSecret, items: [{ key: CA_CERT_KEY, path: CA_CERT_KEY }] },
+          },
+          { name: VOLUMES.caBundle, emptyDir: {} },
+        ]
+      : []),
   ]
 }
 
@@ -109,6 +197,7 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
       readOnly: true,
     })),
     { name: VOLUMES.tmp, mountPath: '/tmp' },
+    ...(req.tlsCaSecret ? [{ name: VOLUMES.tlsCa, mountPath: TLS_CA_DIR, readOnly: true }] : []),
   ]
   const requests = resourceList(p.resources.requests)
   const limits = resourceList(p.resources.limits)
@@ -144,6 +233,12 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
         valueFrom: { secretKeyRef: { name: req.proxySecret, key: REDIS_URL_KEY } },
       },
       { name: 'WRITEGATE_LOG_LEVEL', value: p.logLevel },
+      ...(req.tlsCaSecret
+        ? [
+            { name: 'WRITEGATE_PROXY_TLS_CA_CERT_FILE', value: `${TLS_CA_DIR}/${CA_CERT_KEY}` },
+            { name: 'WRITEGATE_PROXY_TLS_CA_KEY_FILE', value: `${TLS_CA_DIR}/${CA_KEY_KEY}` },
+          ]
+        : []),
     ],
     // Credentials named by `credential.fromEnv` in the route table; `fromFile` paths are under CREDENTIALS_DIR.
     ...(req.credentialSecrets.length > 0

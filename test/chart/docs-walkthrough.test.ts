@@ -194,6 +194,24 @@ async function run(t: Test, world: World, line: string): Promise<void> {
     world.files.set(sub[2] as string, 'key')
     return
   }
+  if (cmd === 'npx' && sub[0] === 'writegate' && sub[1] === 'ca' && sub[2] === 'init') {
+    // Through the launcher, for real: a name-constrained CA for the hosts it names.
+    const [cert, key] = [sub[3] as string, sub[4] as string]
+    const out = mkdtempSync(join(tmpdir(), 'wg-docs-ca-'))
+    execFileSync(
+      process.execPath,
+      [LAUNCHER, 'ca', 'init', join(out, cert), join(out, key), ...sub.slice(5)],
+      {
+        cwd: ROOT,
+        stdio: 'pipe',
+      },
+    )
+    const pem = readFileSync(join(out, cert), 'utf8')
+    t.match(pem, /BEGIN CERTIFICATE/, 'ca init writes the certificate')
+    world.files.set(cert, pem)
+    world.files.set(key, readFileSync(join(out, key), 'utf8'))
+    return
+  }
   if (cmd === 'kubectl' && sub[0] === 'create' && sub[1] === 'namespace') {
     world.namespaces.add(sub[2] as string)
     return

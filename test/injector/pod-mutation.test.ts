@@ -452,3 +452,65 @@ t.test(
     }
   },
 )
+
+t.test(
+  'writegate.io/tls-ca-secret: the proxy gets the CA and its key; agents the certificate alone, a bundle and the variables runtimes read',
+  async (t) => {
+    const review = fixture('review-annotated-pod.json')
+    review.request.object.metadata.annotations['writegate.io/tls-ca-secret'] = 'tenant-ca'
+    const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
+    const volumes = Object.fromEntries((pod.spec.volumes ?? []).map((v) => [v.name, v]))
+    t.same(
+      volumes['writegate-tls-ca']?.secret?.items?.map((i: { key: string }) => i.key),
+      ['ca.crt', 'ca.key'],
+    )
+    t.same(
+      volumes['writegate-ca-cert']?.secret?.items?.map((i: { key: string }) => i.key),
+      ['ca.crt'],
+      'the key is never projected where agents mount',
+    )
+    const proxy = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find(
+      (c) => c.name === 'writegate-proxy',
+    )
+    const proxyEnv = Object.fromEntries((proxy?.env ?? []).map((e) => [e.name, e.value]))
+    t.equal(proxyEnv.WRITEGATE_PROXY_TLS_CA_CERT_FILE, '/var/run/writegate/tls-ca/ca.crt')
+    t.equal(proxyEnv.WRITEGATE_PROXY_TLS_CA_KEY_FILE, '/var/run/writegate/tls-ca/ca.key')
+    t.ok(proxy?.volumeMounts?.some((m) => m.name === 'writegate-tls-ca'))
+    const bundle = pod.spec.initContainers?.find((c) => c.name === 'writegate-ca-bundle')
+    t.match(
+      bundle?.command?.[2],
+      /cat \/etc\/ssl\/certs\/ca-certificates\.crt \/var\/run\/writegate\/ca\/ca\.crt > /,
+    )
+    t.equal(bundle?.securityContext?.runAsNonRoot, true)
+    for (const c of pod.spec.containers.filter((c) => c.name !== 'writegate-proxy')) {
+      const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]))
+      for (const name of [
+        'SSL_CERT_FILE',
+        'REQUESTS_CA_BUNDLE',
+        'CURL_CA_BUNDLE',
+        'GIT_SSL_CAINFO',
+        'AWS_CA_BUNDLE',
+      ])
+        t.equal(env[name], '/var/run/writegate/ca-bundle/ca-bundle.crt', `${c.name}: ${name}`)
+      t.equal(env.NODE_EXTRA_CA_CERTS, '/var/run/writegate/ca/ca.crt')
+      t.equal(env.HTTPS_PROXY, 'http://127.0.0.1:15001')
+      t.same(
+        (c.volumeMounts ?? [])
+          .filter((m) => m.name.startsWith('writegate-'))
+          .map((m) => m.name)
+          .sort(),
+        ['writegate-ca-bundle', 'writegate-ca-cert'],
+        `${c.name}: the certificate and bundle, never the key`,
+      )
+    }
+    const again = answerReview({ ...review, request: { ...review.request, object: pod } }, opts)
+    t.same(patchOf(again.body), [], 'injecting an injected pod changes nothing')
+
+    const leaky = fixture('review-annotated-pod.json')
+    leaky.request.object.metadata.annotations['writegate.io/tls-ca-secret'] = 'tenant-ca'
+    leaky.request.object.spec.containers[0].envFrom = [{ secretRef: { name: 'tenant-ca' } }]
+    const refused = answerReview(leaky, opts).body as AdmissionResponseBody
+    t.equal(refused.response.allowed, false)
+    t.match(refused.response.status?.message, /tenant-ca/)
+  },
+)

@@ -39,6 +39,7 @@ t.test('the injected proxy listens on :: where iptables redirects, whatever its 
   const opts = injectorOptions(loadSettings(imageEnv()))
   const request: InjectionRequest = {
     routesConfigMap: null,
+    tlsCaSecret: null,
     proxySecret: 'writegate-proxy',
     credentialSecrets: [],
     credentialEnv: [],

@@ -154,6 +154,7 @@ over .Values.settings, so one key never means two things.
 {{- /* A routes ConfigMap (deprecated) only when one is named: unset, proxies get no file. */}}
 {{- $defaults := dict "proxySecret" .Values.injector.defaults.proxySecret }}
 {{- with .Values.injector.defaults.routesConfigMap }}{{ $_ := set $defaults "routesConfigMap" . }}{{ end }}
+{{- with .Values.injector.defaults.tlsCaSecret }}{{ $_ := set $defaults "tlsCaSecret" . }}{{ end }}
 {{- $chart := dict
   "server" (dict "port" (int .Values.controlPlane.port) "trustProxy" .Values.controlPlane.trustProxy)
   "metrics" (dict "port" (int .Values.metrics.port))
