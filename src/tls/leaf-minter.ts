@@ -1,4 +1,4 @@
-import { webcrypto } from 'node:crypto'
+import { constants, webcrypto } from 'node:crypto'
 import { createSecureContext, type SecureContext } from 'node:tls'
 import type { InterceptionCa } from './interception-ca.js'
 import { pemOfKey } from './interception-ca.js'
@@ -36,6 +36,9 @@ export async function createLeafMinter(
           key: keyPem,
           cert: `${certPem.trimEnd()}\n${ca.certPem.trimEnd()}\n`,
           minVersion: 'TLSv1.2',
+          // TLS 1.2 renegotiation is refused by OpenSSL itself (a handshake in the middle of a
+          // tunnel is no agent's; TLSSocket#disableRenegotiation does not stop a client's).
+          secureOptions: constants.SSL_OP_NO_RENEGOTIATION,
         }),
       )
       context.catch(() => cache.delete(h))

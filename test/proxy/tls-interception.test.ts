@@ -227,6 +227,57 @@ except urllib.error.HTTPError as e:
       })
       t.ok(closed, `a client that never completes its handshake is cut (${JSON.stringify(seen)})`)
 
+      // Bytes that are no TLS after the CONNECT: the handshake fails, the connection is closed.
+      const garbage = connect(bench.port, '127.0.0.1')
+      garbage.on('error', () => {})
+      let garbageSeen = ''
+      garbage.on('data', (d) => (garbageSeen += d))
+      garbage.write(`CONNECT localhost:${upstream.port} HTTP/1.1\r\nHost: localhost:${upstream.port}\r\n\r\n`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      garbage.write('GET / HTTP/1.1\r\nHost: localhost\r\n\r\n\x00\xff garbage')
+      const garbageClosed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 5000)
+        garbage.on('close', () => {
+          clearTimeout(timer)
+          resolve(true)
+        })
+      })
+      t.ok(
+        garbageClosed,
+        `plain HTTP inside the tunnel fails the handshake and is closed (${JSON.stringify(garbageSeen.slice(0, 40))})`,
+      )
+
+      // TLS 1.2 renegotiation, asked for by the client: refused, and the proxy goes on.
+      const renegotiation = await run(
+        process.execPath,
+        [
+          '-e',
+          `
+      const http = require('node:http'), tls = require('node:tls')
+      const [proxyPort, port] = process.argv.slice(1)
+      http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port }).on('connect', (res, socket) => {
+        const s = tls.connect({ socket, servername: 'localhost', maxVersion: 'TLSv1.2' }, () => {
+          s.renegotiate({}, () => {
+            s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n\\r\\n{}')
+          })
+        })
+        let answered = false
+        s.on('data', () => { answered = true })
+        s.on('error', () => { console.log(answered ? 'answered' : 'refused'); process.exit(0) })
+        s.on('close', () => { console.log(answered ? 'answered' : 'closed'); process.exit(0) })
+        setTimeout(() => { console.log(answered ? 'answered' : 'open'); process.exit(0) }, 3000)
+      }).end()`,
+          String(bench.port),
+          String(upstream.port),
+        ],
+        { NODE_EXTRA_CA_CERTS: caFile },
+      )
+      t.match(
+        renegotiation.stdout.trim(),
+        /^(closed|refused)$/,
+        'a connection that renegotiates is cut, unanswered',
+      )
+
       const unenrolled = await run('curl', [
         '-s',
         '-o',
