@@ -174,6 +174,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         if (!proxyRes.complete && !res.destroyed) res.destroy()
       })
       stripHopByHop(proxyRes.headers, 'blank')
+      // http-proxy fills a missing Connection from the request's, which stripHopByHop removed, or
+      // else says keep-alive: a client that sent Connection: close would be kept waiting on an
+      // open socket. Say what Node decided for this client.
+      proxyRes.headers.connection = (res as unknown as { shouldKeepAlive: boolean }).shouldKeepAlive
+        ? 'keep-alive'
+        : 'close'
       // The agent reads this header as writegate's word that a decision was made; an upstream
       // (answering an ungated read, say) cannot speak for writegate. Blank, not deleted: as above.
       proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
+import type { SystemsFile } from '../../src/config/systems.js'
 import type { Logger } from '../../src/observability/logger.js'
 import { type RunningProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
 import { deriveKeyring, type Keyring } from '../../src/security/keyring.js'
@@ -42,6 +43,10 @@ export async function startFleet(
     upstreamTimeoutMs?: number
     /** One logger for the control plane and every proxy (silent by default). */
     logger?: Logger
+    /** The systems to enrol (default: the billing fixture on the recording upstream). */
+    systems?: (upstreamOrigin: string) => SystemsFile
+    /** Extra `proxy` settings for every proxy (TLS interception, say). */
+    proxySettings?: Record<string, unknown>
   } = {},
 ): Promise<Fleet> {
   const redis = await openTestRedis()
@@ -75,13 +80,18 @@ export async function startFleet(
     { email: tenant.email, scope: 'agent' },
     { bearer: tenant.apiKey },
   )
-  await enrolSystems(cp.api, tenant.apiKey, billingSystems(upstream.origin))
+  await enrolSystems(cp.api, tenant.apiKey, (opts.systems ?? billingSystems)(upstream.origin))
   const proxies: RunningProxy[] = []
   const startOne = async (o: { deaf?: boolean } = {}) => {
     const settings = parseSettings({
       ...shared,
       log: { level: 'silent' },
-      proxy: { port: 0, host: '127.0.0.1', upstreamTimeoutMs: opts.upstreamTimeoutMs ?? 30000 },
+      proxy: {
+        port: 0,
+        host: '127.0.0.1',
+        upstreamTimeoutMs: opts.upstreamTimeoutMs ?? 30000,
+        ...opts.proxySettings,
+      },
       metrics: { port: 0, host: '127.0.0.1' },
     })
     const p = await startProxyProcess(settings, {

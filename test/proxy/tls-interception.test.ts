@@ -168,6 +168,29 @@ except urllib.error.HTTPError as e:
   })
 
   t.test(
+    'a client that sends Connection: close gets its answer and the connection closed at once',
+    async (t) => {
+      const script = `
+      const http = require('node:http'), tls = require('node:tls')
+      const [proxyPort, port] = process.argv.slice(1)
+      const t0 = Date.now()
+      http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port }).on('connect', (res, socket) => {
+        const s = tls.connect({ socket, servername: 'localhost' }, () => {
+          s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\nconnection: close\\r\\n\\r\\n{}')
+        })
+        let text = ''
+        s.on('data', (d) => (text += d))
+        s.on('end', () => { console.log(text.split('\\r\\n')[0] + ' ' + (Date.now() - t0 < 2000 ? 'closed' : 'held')); process.exit(0) })
+        setTimeout(() => { console.log('held'); process.exit(0) }, 4000)
+      }).end()`
+      const r = await run(process.execPath, ['-e', script, String(bench.port), String(upstream.port)], {
+        NODE_EXTRA_CA_CERTS: caFile,
+      })
+      t.equal(r.stdout.trim(), 'HTTP/1.1 200 OK closed')
+    },
+  )
+
+  t.test(
     'a STEP_UP write intercepted from HTTPS is approved and replayed to the HTTPS upstream',
     async (t) => {
       const r = await curl('/v1/refunds', [], upstream, '{"charge":"ch_tls"}')
