@@ -1,7 +1,7 @@
 import { ConfigError, describeSetting } from './load.js'
 
 /** The settings sections that choose a listening address. */
-export type Listener = 'server' | 'proxy' | 'metrics' | 'injector'
+export type Listener = 'server' | 'proxy' | 'metrics' | 'injector' | 'proxy.tls'
 
 /**
  * Why a server could not listen, blamed on the setting that chose its address: a port in use
@@ -11,19 +11,22 @@ export type Listener = 'server' | 'proxy' | 'metrics' | 'injector'
 export function listenError(listener: Listener, host: string, port: number, err: unknown): unknown {
   const code = (err as NodeJS.ErrnoException)?.code
   const at = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+  // proxy.tls listens on proxy.host: its port is its own setting, its host the proxy's.
+  const portPath = [...listener.split('.'), 'port']
+  const hostPath = [listener.split('.')[0] as string, 'host']
   switch (code) {
     case 'EADDRINUSE':
-      return new ConfigError(`invalid setting ${describeSetting([listener, 'port'])}: ${at} is in use`)
+      return new ConfigError(`invalid setting ${describeSetting(portPath)}: ${at} is in use`)
     case 'EACCES':
       return new ConfigError(
-        `invalid setting ${describeSetting([listener, 'port'])}: ${at}: permission denied (ports below 1024 need privileges)`,
+        `invalid setting ${describeSetting(portPath)}: ${at}: permission denied (ports below 1024 need privileges)`,
       )
     case 'EADDRNOTAVAIL':
     case 'EAFNOSUPPORT':
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
       return new ConfigError(
-        `invalid setting ${describeSetting([listener, 'host'])}: cannot listen on ${host}: not an address of this machine (${code})`,
+        `invalid setting ${describeSetting(hostPath)}: cannot listen on ${host}: not an address of this machine (${code})`,
       )
     default:
       return err

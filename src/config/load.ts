@@ -52,6 +52,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_PROXY_PASSTHROUGH: { path: ['proxy', 'passthrough'], list: true },
   WRITEGATE_PROXY_TLS_CA_CERT_FILE: { path: ['proxy', 'tls', 'caCertFile'] },
   WRITEGATE_PROXY_TLS_CA_KEY_FILE: { path: ['proxy', 'tls', 'caKeyFile'] },
+  WRITEGATE_PROXY_TLS_PORT: { path: ['proxy', 'tls', 'port'] },
   WRITEGATE_CREDENTIALS_ALLOW_ENV: { path: ['credentials', 'allowEnv'], list: true },
   WRITEGATE_CREDENTIALS_ALLOW_FILES: { path: ['credentials', 'allowFiles'], list: true },
 }

@@ -197,6 +197,11 @@ export const settingsSchema = z
             leafCacheSize: num((n) => n.int().min(1).max(100000)).default(1000),
             /** A client that has not finished its TLS handshake by then is cut. */
             handshakeTimeoutMs: num((n) => n.int().min(100).max(120000)).default(10000),
+            /**
+             * Transparent mode: a TLS port (on proxy.host) where the ClientHello's SNI picks the
+             * enrolled system; unset, none. Needs the CA files.
+             */
+            port: port.optional(),
           })
           .strict()
           .refine((t) => (t.caCertFile === undefined) === (t.caKeyFile === undefined), {

@@ -8,6 +8,7 @@ import {
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { Readable } from 'node:stream'
+import type { Server as TlsServer } from 'node:tls'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import type { Clock } from '../core/clock.js'
@@ -84,6 +85,8 @@ export interface Readiness {
 export interface GateProxy {
   readonly server: Server
   listen(port: number, host: string): Promise<number>
+  /** Transparent mode's TLS port (with an interception CA); resolves the port it listens on. */
+  listenTls(port: number, host: string): Promise<number>
   /** Ready once the proxy knows its key and holds its tenant's snapshot, which enrols a system. */
   readiness(): Promise<Readiness>
   close(): Promise<void>
@@ -287,7 +290,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // the tunnel (and its certificate) was opened for.
     const intercepted = deps.interception?.authorityOf(req.socket)
     if (intercepted !== undefined) {
-      if (authorityOfHost(req.headers.host) !== intercepted) {
+      if (!sameAuthority(req.headers.host, intercepted)) {
         deps.metrics.tlsRefused('host_mismatch')
         return sendRefusal(res, ERRORS.misdirectedRequest, ERRORS.misdirectedRequest.message)
       }
@@ -429,14 +432,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   const tunnels = new Set<Socket>()
 
   /** Whether `host:port` is an enrolled https upstream of the proxy's tenant (so interceptable). */
-  async function enrolledHttps(host: string, port: number): Promise<boolean> {
+  async function enrolledHttps(host: string, port: number | null): Promise<boolean> {
     const tenant = deps.identity.current()
     if (!tenant) return false
     const snap = await deps.snapshots.get(tenant.tenantId).catch(() => null)
     const systems = [...(snap?.systemsOnHost(host) ?? []), ...deps.local(tenant.tenantId).onHost(host)]
     return systems.some((s) => {
       const u = new URL(s.record.upstream)
-      return u.protocol === 'https:' && Number(u.port || 443) === port
+      return u.protocol === 'https:' && (port === null || Number(u.port || 443) === port)
     })
   }
 
@@ -515,6 +518,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   server.on('checkContinue', onRequest)
   server.on('connect', onConnect)
 
+  let tlsServer: TlsServer | undefined
   const api: GateProxy = {
     server,
     async listen(port, host) {
@@ -523,6 +527,22 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         server.listen(port, host, () => resolve())
       })
       const addr = server.address()
+      return typeof addr === 'object' && addr ? addr.port : port
+    },
+    async listenTls(port, host) {
+      const interception = deps.interception
+      if (!interception) throw new Error('no interception CA: proxy.tls.caCertFile and caKeyFile')
+      // The SNI names the host; the port the client meant is not known here (redirected from 443).
+      tlsServer = interception.tlsServer(
+        (h) => enrolledHttps(h, null),
+        (tls) => server.emit('connection', tls),
+      )
+      const listening = tlsServer
+      await new Promise<void>((resolve, reject) => {
+        listening.once('error', reject)
+        listening.listen(port, host, () => resolve())
+      })
+      const addr = listening.address()
       return typeof addr === 'object' && addr ? addr.port : port
     },
     async readiness() {
@@ -548,6 +568,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // Idle keep-alive connections go at once; a request still in flight (a slow upstream, a
       // long upload) gets a short grace, then its connection is cut so shutdown cannot hang.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      tlsServer?.close()
       server.closeIdleConnections()
       const grace = setTimeout(() => {
         server.closeAllConnections()
@@ -561,8 +582,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   return api
 }
 
-/** `host:port` of a Host header (port 443 when it names none: the tunnels are https), lower case. */
-function authorityOfHost(hostHeader: string | undefined): string {
+/** Whether a Host header names the host (and, when known, the port) a tunnel was opened for. */
+function sameAuthority(hostHeader: string | undefined, at: { host: string; port: number | null }): boolean {
   const h = (hostHeader ?? '').toLowerCase()
-  return /:\d+$/.test(h) ? h : `${h}:443`
+  const m = /^(.*?)(?::(\d+))?$/.exec(h)
+  if (!m || m[1] !== at.host) return false
+  return at.port === null || Number(m[2] ?? 443) === at.port
 }

@@ -29,6 +29,8 @@ import { createUpstreamAgent } from './upstream-agent.js'
 export interface RunningProxy {
   readonly proxy: GateProxy
   readonly port: number
+  /** Transparent mode's TLS port; null without one. */
+  readonly tlsPort: number | null
   readonly metricsPort: number | null
   close(): Promise<void>
 }
@@ -218,6 +220,16 @@ export async function startProxy(
     agents.close()
     throw err
   })
+  const tlsPort =
+    settings.proxy.tls.port === undefined
+      ? null
+      : await listenAs('proxy.tls', host, settings.proxy.tls.port, () =>
+          proxy.listenTls(settings.proxy.tls.port as number, host),
+        ).catch(async (err) => {
+          await proxy.close()
+          agents.close()
+          throw err
+        })
   const { host: metricsHost, port: metricsPort } = settings.metrics
   const metricsServer = opts.metricsServer
     ? await listenAs('metrics', metricsHost, metricsPort, () =>
@@ -233,6 +245,7 @@ export async function startProxy(
   return {
     proxy,
     port,
+    tlsPort,
     metricsPort: metricsServer?.port ?? null,
     async close() {
       stopWatching()

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net'
-import { TLSSocket } from 'node:tls'
+import { createServer as createTlsServer, TLSSocket, type Server as TlsServer } from 'node:tls'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { LeafMinter } from '../tls/leaf-minter.js'
@@ -18,8 +18,16 @@ export interface TlsInterception {
     port: number,
     serve: (tls: TLSSocket) => void,
   ): Promise<boolean>
-  /** The `host:port` an intercepted connection was opened for; undefined for any other socket. */
-  authorityOf(socket: unknown): string | undefined
+  /**
+   * The host an intercepted connection was opened for, with its port when the client named it
+   * (a CONNECT does; an SNI does not); undefined for any other socket.
+   */
+  authorityOf(socket: unknown): { host: string; port: number | null } | undefined
+  /**
+   * Transparent mode: a TLS server whose ClientHello's SNI picks the host. No SNI, or a host
+   * `enrolled` refuses, fails the handshake; a secure connection goes to `serve`.
+   */
+  tlsServer(enrolled: (host: string) => Promise<boolean>, serve: (tls: TLSSocket) => void): TlsServer
 }
 
 export function createTlsInterception(deps: {
@@ -29,9 +37,45 @@ export function createTlsInterception(deps: {
   logger: Logger
 }): TlsInterception {
   const { minter, metrics, logger } = deps
-  const authorities = new WeakMap<object, string>()
+  const authorities = new WeakMap<object, { host: string; port: number | null }>()
 
   return {
+    tlsServer(enrolled, serve) {
+      const server = createTlsServer({
+        ALPNProtocols: ['http/1.1'],
+        handshakeTimeout: deps.handshakeTimeoutMs,
+        SNICallback: (servername, done) => {
+          const host = servername.toLowerCase()
+          enrolled(host)
+            .then(async (ok) => {
+              if (!ok) {
+                metrics.tlsRefused('sni_not_enrolled')
+                return done(new Error(`${host} is no enrolled https host`))
+              }
+              done(null, await minter.contextFor(host))
+            })
+            .catch((err: Error) => {
+              metrics.tlsRefused('outside_ca')
+              done(err)
+            })
+        },
+      })
+      // Errors before the handshake completes (no SNI, an untrusting client, garbage, a stall).
+      server.on('tlsClientError', (err, socket) => {
+        metrics.tlsRefused(/timed? ?out/i.test(err.message) ? 'handshake_timeout' : 'handshake_failed')
+        logger.debug({ code: (err as NodeJS.ErrnoException).code }, 'TLS port: handshake refused')
+        socket.destroy()
+      })
+      server.on('secureConnection', (tls: TLSSocket) => {
+        const host = (tls as TLSSocket & { servername?: string | false }).servername
+        if (!host) return tls.destroy()
+        authorities.set(tls, { host: host.toLowerCase(), port: null })
+        metrics.tlsIntercepted()
+        serve(tls)
+      })
+      return server
+    },
+
     authorityOf: (socket) => (socket && typeof socket === 'object' ? authorities.get(socket) : undefined),
 
     async intercept(socket, head, host, port, serve) {
@@ -58,7 +102,7 @@ export function createTlsInterception(deps: {
         // A client certificate is neither asked for nor used.
         requestCert: false,
       })
-      authorities.set(tls, `${host}:${port}`)
+      authorities.set(tls, { host, port })
       const stalled = setTimeout(() => {
         metrics.tlsRefused('handshake_timeout')
         tls.destroy()

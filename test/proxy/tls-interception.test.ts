@@ -67,7 +67,7 @@ t.test('HTTPS writes through TLS interception', async (t) => {
       ],
     }),
     verbs: ['repo.delete'],
-    proxy: { tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500 } },
+    proxy: { tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500, port: 0 } },
   })
   const proxyUrl = `http://127.0.0.1:${bench.port}`
   const url = (path: string, up = upstream) => `https://localhost:${up.port}${path}`
@@ -165,6 +165,65 @@ except urllib.error.HTTPError as e:
     t.equal(await python('/v1/wipe'), '403')
     t.equal(await python('/v1/refunds'), '428')
     t.equal(upstream.received.length, before + 2)
+  })
+
+  t.test('transparent mode: the TLS port takes the host from SNI (curl --connect-to)', async (t) => {
+    const tlsPort = bench.proxy.tlsPort as number
+    t.ok(tlsPort > 0, 'the TLS port listens')
+    const connectTo = `localhost:${upstream.port}:127.0.0.1:${tlsPort}`
+    const transparent = (path: string) =>
+      run('curl', [
+        '-s',
+        '-o',
+        '-',
+        '-w',
+        '\n%{http_code}',
+        '--noproxy',
+        '*',
+        '--connect-to',
+        connectTo,
+        '--cacert',
+        caFile,
+        '-X',
+        'POST',
+        '-H',
+        'content-type: application/json',
+        '-d',
+        '{"amount":7}',
+        url(path),
+      ])
+    const before = upstream.received.length
+    const allowed = await transparent('/v1/checks')
+    t.equal(status(allowed), 200, allowed.stderr)
+    t.equal(upstream.received.at(-1)?.headers.authorization, 'Bearer up-secret')
+    t.equal(status(await transparent('/v1/wipe')), 403)
+    t.equal(status(await transparent('/v1/refunds')), 428)
+    t.equal(upstream.received.length, before + 1, 'only the ALLOW reached the upstream')
+    const unenrolled = await run('curl', [
+      '-s',
+      '--noproxy',
+      '*',
+      '--connect-to',
+      `example.invalid:443:127.0.0.1:${tlsPort}`,
+      '--cacert',
+      caFile,
+      'https://example.invalid/',
+    ])
+    t.not(unenrolled.code, 0, 'an SNI of no enrolled host: the handshake fails')
+    const noSni = await run('openssl', [
+      's_client',
+      '-connect',
+      `127.0.0.1:${tlsPort}`,
+      '-noservername',
+      '-CAfile',
+      caFile,
+    ])
+    t.match(
+      noSni.stdout,
+      /no peer certificate available[\s\S]*Cipher is \(NONE\)/,
+      'no SNI: no certificate, no session',
+    )
+    t.equal(upstream.received.length, before + 1)
   })
 
   t.test(
