@@ -111,6 +111,8 @@ const injectorSettings = z
         imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
         port: port.default(15001),
         metricsPort: port.default(9464),
+        /** The proxy's TLS port (HTTPS interception, transparent mode) in pods with an interception CA. */
+        tlsPort: port.default(15443),
         /** Key of the routes ConfigMap that holds the enrolled-systems YAML. */
         routesKey: z
           .string()

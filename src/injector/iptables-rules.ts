@@ -16,6 +16,8 @@ import { isIP } from 'node:net'
 export interface IptablesOptions {
   proxyUid: number
   proxyPort: number
+  /** HTTPS interception's TLS port: outbound TCP to 443 goes there (the SNI names the host). */
+  tlsPort?: number | undefined
   excludeOutboundCidrs: readonly string[]
   excludeOutboundPorts: readonly number[]
 }
@@ -41,6 +43,9 @@ export function iptablesRestoreInput(opts: IptablesOptions, family: IpFamily): s
     `-A ${CHAIN} -o lo -j RETURN`,
     ...cidrs.map((c) => `-A ${CHAIN} -d ${c} -j RETURN`),
     ...opts.excludeOutboundPorts.map((p) => `-A ${CHAIN} -p tcp --dport ${p} -j RETURN`),
+    ...(opts.tlsPort === undefined
+      ? []
+      : [`-A ${CHAIN} -p tcp --dport 443 -j REDIRECT --to-ports ${opts.tlsPort}`]),
     `-A ${CHAIN} -p tcp -j REDIRECT --to-ports ${opts.proxyPort}`,
     'COMMIT',
     '*filter',

@@ -72,7 +72,11 @@ function conflicts(
   const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
     (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER,
   )
-  const reservedPorts = [opts.proxy.port, opts.proxy.metricsPort]
+  const reservedPorts = [
+    opts.proxy.port,
+    opts.proxy.metricsPort,
+    ...(req.tlsCaSecret ? [opts.proxy.tlsPort] : []),
+  ]
   for (const c of others) {
     const clash = (c.ports ?? []).find((p) => reservedPorts.includes(p.containerPort))
     if (clash)
@@ -197,7 +201,7 @@ export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
   // after it; it needs no network.
   if (req.tlsCaSecret && !present.has(CA_BUNDLE_CONTAINER)) inits.push(caBundleInitContainer(opts))
   // The iptables rules go in after the pod's own init containers, which run before the proxy exists.
-  if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts))
+  if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts, req))
   const proxyMissing = !present.has(PROXY_CONTAINER)
   if (proxyMissing && opts.proxy.nativeSidecar) inits.push(proxyContainer(req, opts))
   patch.push(...appendOps(['spec', 'initContainers'], spec.initContainers, inits))

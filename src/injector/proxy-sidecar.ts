@@ -53,6 +53,7 @@ export interface SidecarOptions {
     imagePullPolicy: string
     port: number
     metricsPort: number
+    tlsPort: number
     routesKey: string
     logLevel: string
     nativeSidecar: boolean
@@ -209,6 +210,7 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
     ports: [
       { name: 'wg-proxy', containerPort: p.port, protocol: 'TCP' },
       { name: 'wg-metrics', containerPort: p.metricsPort, protocol: 'TCP' },
+      ...(req.tlsCaSecret ? [{ name: 'wg-tls', containerPort: p.tlsPort, protocol: 'TCP' }] : []),
     ],
     env: [
       // Every interface, whatever the image's defaults: iptables redirects both families to the
@@ -237,6 +239,7 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
         ? [
             { name: 'WRITEGATE_PROXY_TLS_CA_CERT_FILE', value: `${TLS_CA_DIR}/${CA_CERT_KEY}` },
             { name: 'WRITEGATE_PROXY_TLS_CA_KEY_FILE', value: `${TLS_CA_DIR}/${CA_KEY_KEY}` },
+            { name: 'WRITEGATE_PROXY_TLS_PORT', value: String(p.tlsPort) },
           ]
         : []),
     ],
@@ -273,7 +276,7 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
 }
 
 /** Root only here, and only with the capabilities iptables needs; it exits before any agent runs. */
-export function enforceInitContainer(opts: SidecarOptions): Container {
+export function enforceInitContainer(opts: SidecarOptions, req: InjectionRequest): Container {
   return {
     name: INIT_CONTAINER,
     image: opts.enforce.image ?? opts.proxy.image,
@@ -284,6 +287,7 @@ export function enforceInitContainer(opts: SidecarOptions): Container {
       iptablesInitScript({
         proxyUid: PROXY_UID,
         proxyPort: opts.proxy.port,
+        tlsPort: req.tlsCaSecret ? opts.proxy.tlsPort : undefined,
         excludeOutboundCidrs: opts.enforce.excludeOutboundCidrs,
         excludeOutboundPorts: opts.enforce.excludeOutboundPorts,
       }),

@@ -514,3 +514,28 @@ t.test(
     t.match(refused.response.status?.message, /tenant-ca/)
   },
 )
+
+t.test(
+  'enforce with an interception CA: outbound 443 goes to the TLS port, the rest to the proxy port',
+  async (t) => {
+    const review = fixture('review-enforce-pod.json')
+    review.request.object.metadata.annotations['writegate.io/tls-ca-secret'] = 'tenant-ca'
+    const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
+    const init = pod.spec.initContainers?.find((c) => c.name === 'writegate-init')
+    const script = init?.command?.[2] ?? ''
+    t.match(
+      script,
+      /-A WRITEGATE_OUTPUT -p tcp --dport 443 -j REDIRECT --to-ports 15443\n-A WRITEGATE_OUTPUT -p tcp -j REDIRECT --to-ports 15001/,
+    )
+    const proxy = pod.spec.initContainers?.find((c) => c.name === 'writegate-proxy')
+    t.equal(proxy?.env?.find((e) => e.name === 'WRITEGATE_PROXY_TLS_PORT')?.value, '15443')
+    t.ok(proxy?.ports?.some((p) => p.containerPort === 15443))
+    const plain = fixture('review-enforce-pod.json')
+    const plainPod = applyJsonPatch(plain.request.object as Pod, patchOf(answerReview(plain, opts).body))
+    t.notMatch(
+      plainPod.spec.initContainers?.find((c) => c.name === 'writegate-init')?.command?.[2] ?? '',
+      /--dport 443/,
+      'without a CA, 443 goes to the plain port as before',
+    )
+  },
+)

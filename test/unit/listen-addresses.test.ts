@@ -58,6 +58,6 @@ t.test('the injected proxy listens on :: where iptables redirects, whatever its 
     t.equal(s.metrics.host, '0.0.0.0', 'scraped on the pod IP')
     t.equal(s.proxy.port, opts.proxy.port)
   }
-  const script = enforceInitContainer(opts).command?.join(' ') ?? ''
+  const script = enforceInitContainer(opts, request).command?.join(' ') ?? ''
   t.match(script, `REDIRECT --to-ports ${opts.proxy.port}`, 'the enforce redirect goes to that port')
 })

@@ -168,6 +168,7 @@ over .Values.settings, so one key never means two things.
       "imagePullPolicy" .Values.image.pullPolicy
       "port" (int .Values.injector.proxy.port)
       "metricsPort" (int .Values.injector.proxy.metricsPort)
+      "tlsPort" (int .Values.injector.proxy.tlsPort)
       "routesKey" .Values.injector.proxy.routesKey
       "logLevel" .Values.injector.proxy.logLevel
       "nativeSidecar" .Values.injector.proxy.nativeSidecar
