@@ -227,6 +227,44 @@ except urllib.error.HTTPError as e:
   })
 
   t.test(
+    'rotation: an agent that trusts the old and the new CA keeps working across the switch',
+    async (t) => {
+      // The proxy signs with `ca` (the new CA); agents rolled earlier trust a bundle of both.
+      const old = await createInterceptionCa({ hosts: ['localhost'], days: 1, name: 'old interception CA' })
+      const both = join(dir, 'both.pem')
+      writeFileSync(both, `${old.certPem}${ca.certPem}`)
+      const onlyOld = join(dir, 'old.pem')
+      writeFileSync(onlyOld, old.certPem)
+      const through = (caBundle: string) =>
+        run('curl', [
+          '-s',
+          '-o',
+          '/dev/null',
+          '-w',
+          '%{http_code}',
+          '--noproxy',
+          '',
+          '-x',
+          proxyUrl,
+          '--cacert',
+          caBundle,
+          '-X',
+          'POST',
+          '-d',
+          '{}',
+          url('/v1/checks'),
+        ])
+      t.equal((await through(both)).stdout, '200', 'the overlap bundle trusts the new CA')
+      const stale = await through(onlyOld)
+      t.not(
+        stale.code,
+        0,
+        'an agent that trusts only the old CA is refused once the proxy signs with the new one',
+      )
+    },
+  )
+
+  t.test(
     'a client that sends Connection: close gets its answer and the connection closed at once',
     async (t) => {
       const script = `
