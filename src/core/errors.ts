@@ -251,6 +251,12 @@ export const ERRORS = {
     'upstream error',
     'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened.',
   ),
+  upstreamCertificateInvalid: def(
+    'upstream_certificate_invalid',
+    502,
+    'the upstream certificate does not verify',
+    "gate-proxy: the upstream's TLS certificate did not verify against the system's caBundle or the trust store (expired, another host's, an unknown issuer). The handshake failed, so the write was not sent; `certificateError` says why and `receiptId` names the decision.",
+  ),
   upstreamTimeout: def(
     'upstream_timeout',
     504,

@@ -224,10 +224,17 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (clientGone(req, res)) return clientWentAway(req)
       logger.warn({ err, system: system.systemId }, 'upstream request failed')
       if (!res.headersSent) {
-        const def = timedOut ? ERRORS.upstreamTimeout : ERRORS.upstreamError
+        // A certificate that does not verify fails the handshake: nothing of the write was sent.
+        const certificate = code !== undefined && CERTIFICATE_ERRORS.test(code)
+        const def = timedOut
+          ? ERRORS.upstreamTimeout
+          : certificate
+            ? ERRORS.upstreamCertificateInvalid
+            : ERRORS.upstreamError
         sendJson(res, def.status, {
-          error: timedOut ? def.message : 'upstream unreachable',
+          error: timedOut || certificate ? def.message : 'upstream unreachable',
           code: def.code,
+          ...(certificate ? { certificateError: code } : {}),
           ...(receiptId ? { receiptId } : {}),
         })
       } else res.destroy()
@@ -581,6 +588,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   }
   return api
 }
+
+/** OpenSSL's and Node's codes for an upstream certificate that does not verify. */
+const CERTIFICATE_ERRORS =
+  /^(CERT_|UNABLE_TO_(GET_ISSUER|VERIFY_LEAF|DECRYPT_CERT)|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_CERT_ALTNAME_INVALID|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/
 
 /** Whether a Host header names the host (and, when known, the port) a tunnel was opened for. */
 function sameAuthority(hostHeader: string | undefined, at: { host: string; port: number | null }): boolean {

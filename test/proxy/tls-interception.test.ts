@@ -416,7 +416,9 @@ except urllib.error.HTTPError as e:
 
       const bad = await curl('/v1/checks', [], untrusted)
       t.equal(status(bad), 502, 'an upstream certificate the system does not trust: not sent')
-      t.match(bad.stdout, /upstream_error/)
+      t.match(bad.stdout, /"code":"upstream_certificate_invalid"/)
+      t.match(bad.stdout, /"certificateError":"[A-Z_]+"/)
+      t.match(bad.stdout, /"receiptId":"rcp_/)
       t.equal(untrusted.received.length, 0)
       t.equal(upstream.received.length, before)
 
