@@ -101,6 +101,12 @@ export interface ApprovalService {
   /** One pending, unexpired action of the caller's tenant; 404 action_not_found otherwise. */
   get(caller: KeyCaller, actionId: string): Promise<PublicAction>
   approve(caller: KeyCaller, actionId: string, input: ApprovalInput): Promise<ApprovalResponse>
+  /**
+   * A human refuses the write: the action is deleted (it never runs) and an ACTION_DISMISSED
+   * receipt says who refused it and why, in one transaction. 404 action_not_found when it is
+   * gone (approved, dismissed or expired).
+   */
+  dismiss(caller: KeyCaller, actionId: string, reason: string | null): Promise<ApprovalReceipt>
 }
 
 const publicAction = (a: PendingAction): PublicAction => ({
@@ -461,6 +467,42 @@ export function createApprovalService(deps: {
 
     async get(caller, actionId) {
       return publicAction(await live(caller.tenantId, actionId))
+    },
+
+    async dismiss(caller, actionId, reason) {
+      const action = await live(caller.tenantId, actionId)
+      const [receipt] = await sor.transaction(async (stores) => {
+        if (!(await stores.actions.remove(caller.tenantId, actionId)))
+          fail(ERRORS.actionNotFound, { actionId })
+        return audit.appendWith(stores, [
+          draft({
+            receiptId: newId('receipt'),
+            tenantId: caller.tenantId,
+            createdAt: nowSeconds(clock),
+            kind: 'ACTION_DISMISSED',
+            decision: 'DENY',
+            verb: action.verb,
+            requestedVerb: action.verb,
+            target: action.target,
+            environment: action.environment,
+            principalId: caller.principalId,
+            principalName: caller.principalName,
+            keyId: caller.keyId,
+            reason: 'dismissed_by_human',
+            detail: {
+              actionId,
+              systemId: action.systemId,
+              tool: action.tool,
+              stagedReceiptId: action.stagedReceiptId,
+              agent: { keyId: action.keyId, principalId: action.principalId },
+              ...(reason ? { note: reason } : {}),
+              upstreamCalled: false,
+            },
+          }),
+        ])
+      })
+      if (!receipt) throw new Error('dismiss: no receipt returned')
+      return summary(receipt, null, null)
     },
 
     async approve(caller, actionId, input) {

@@ -367,6 +367,22 @@ export const settingsSchema = z
       })
       .strict()
       .prefault({}),
+    portal: z
+      .object({
+        /** Serve the sponsor's portal at /portal on the control plane's port. */
+        enabled: z.boolean().default(true),
+        /** A session unused this long ends (idle expiry). */
+        sessionIdleSeconds: num((n) => n.int().min(60).max(86400)).default(1800),
+        /** A session ends this long after sign-in, however busy (absolute expiry). */
+        sessionMaxSeconds: num((n) => n.int().min(300).max(604800)).default(43200),
+        /** Sign-in attempts per client address in `signInWindowSeconds`. */
+        signInAttemptsPerIp: num((n) => n.int().min(1).max(100000)).default(10),
+        /** Sign-in attempts per tenant (every address) in `signInWindowSeconds`. */
+        signInAttemptsPerTenant: num((n) => n.int().min(1).max(100000)).default(30),
+        signInWindowSeconds: num((n) => n.int().min(1).max(86400)).default(600),
+      })
+      .strict()
+      .prefault({}),
     hotStore: z
       .object({
         /** How often the reconciler compares snapshot versions with Postgres. */

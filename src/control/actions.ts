@@ -184,5 +184,31 @@ export function actionsRoutes(deps: {
         return reply.code(200).send(out)
       },
     )
+
+    app.post(
+      '/v1/agent/actions/:actionId/dismiss',
+      {
+        schema: {
+          summary: 'Refuse a pending agent action: it is deleted and never written',
+          description:
+            'Body (optional): reason (written into the ACTION_DISMISSED receipt). 200 with the receipt; 404 action_not_found when it was approved, dismissed or expired first. No code is needed: refusing a write never writes anything.',
+          params: idParams,
+          body: z
+            .object({ reason: z.string().max(500).optional() })
+            .strict()
+            .nullish(),
+          response: { 200: z.object({ actionId: z.string(), dismissed: z.literal(true), receipt }) },
+        },
+        onRequest: admin,
+      },
+      async (req) => {
+        const summary = await deps.approvals.dismiss(
+          keyCaller(req),
+          req.params.actionId,
+          req.body?.reason ?? null,
+        )
+        return { actionId: req.params.actionId, dismissed: true as const, receipt: summary }
+      },
+    )
   }
 }

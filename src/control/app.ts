@@ -26,6 +26,8 @@ import { answerClientError, guardServer } from '../node-http/guarded-server.js'
 import type { Logger } from '../observability/logger.js'
 import type { PolicyService } from '../policy/policy-service.js'
 import type { VerbService } from '../policy/verb-service.js'
+import { portalRoutes } from '../portal/portal-routes.js'
+import type { PortalSessions } from '../portal/portal-sessions.js'
 import type { SandboxService } from '../sandbox/sandbox-service.js'
 import type { SponsorService } from '../sponsor/sponsor-service.js'
 import type { QuotaCounter } from '../store/ports/hot-store.js'
@@ -73,6 +75,8 @@ export interface ControlServices {
   execute: ExecuteService
   approvals: ApprovalService
   systems: SystemService
+  /** Null when the portal is off (`portal.enabled: false`). */
+  portalSessions: PortalSessions | null
 }
 
 export interface ControlAppOptions {
@@ -84,6 +88,8 @@ export interface ControlAppOptions {
   version: string
   /** Throws when a backing store is unreachable. */
   readiness: () => Promise<void>
+  /** The portal session cookie lives this long at most (its absolute expiry). */
+  portalSessionMaxSeconds: number
 }
 
 export async function buildControlApp(
@@ -181,6 +187,28 @@ export async function buildControlApp(
     }),
   )
   await registerAuditRoutes(app, s.auditServices, s)
+  if (s.portalSessions) {
+    const a = s.auditServices
+    await app.register(
+      portalRoutes({
+        sessions: s.portalSessions,
+        auth: s.auth,
+        sor: s.sor,
+        approvals: s.approvals,
+        sponsor: s.sponsor,
+        policies: s.policies,
+        principals: s.principals,
+        reader: a.reader,
+        checkpoints: a.checkpoints,
+        checkpointer: a.checkpointer,
+        wakeups: a.wakeups,
+        publicKey: a.signingKey,
+        clock: s.clock,
+        streamKeepaliveMs: a.streamKeepaliveMs,
+        sessionMaxSeconds: opts.portalSessionMaxSeconds,
+      }),
+    )
+  }
 
   await app.register(executeRoutes({ execute: s.execute, auth: s.auth }))
   await app.register(actionsRoutes({ approvals: s.approvals, auth: s.auth }))

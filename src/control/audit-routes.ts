@@ -5,6 +5,7 @@ import type { Checkpointer } from '../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
 import type { Clock } from '../core/clock.js'
 import type { Authenticator } from '../identity/authenticator.js'
+import type { PortalSessions } from '../portal/portal-sessions.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { ManifestStore } from '../store/ports/manifests.js'
@@ -36,6 +37,7 @@ export async function registerAuditRoutes(
     rateLimits: RateLimitStore
     clock: Clock
     auditLog: AuditLog
+    portalSessions: PortalSessions | null
   },
 ): Promise<void> {
   await app.register(
@@ -49,6 +51,7 @@ export async function registerAuditRoutes(
       publicKey: audit.signingKey,
       clock: s.clock,
       streamKeepaliveMs: audit.streamKeepaliveMs,
+      portalSessions: s.portalSessions,
     }),
   )
   await app.register(

@@ -32,6 +32,7 @@ import { createLogger, type Logger } from '../observability/logger.js'
 import { createMetrics, type Metrics } from '../observability/metrics.js'
 import { createPolicyService } from '../policy/policy-service.js'
 import { createVerbService } from '../policy/verb-service.js'
+import { createPortalSessions } from '../portal/portal-sessions.js'
 import { createSandboxService } from '../sandbox/sandbox-service.js'
 import { resolveAuditSigningKey } from '../security/audit-signing-key.js'
 import { deriveKeyring, type Keyring } from '../security/keyring.js'
@@ -337,6 +338,7 @@ export async function createControlPlane(
       credentials,
       logger,
     })
+    const verifier = createStepUpVerifier({ stores: sor.stores, keyring, clock })
     const services = {
       auditServices: auditTrail.services,
       auditLog: audit,
@@ -382,11 +384,23 @@ export async function createControlPlane(
         systems,
         stager,
         execute,
-        verifier: createStepUpVerifier({ stores: sor.stores, keyring, clock }),
+        verifier,
         limiter: createApprovalLimiter({ store: rateLimits, clock, limits: settings.approvals }),
         logger,
         allowTtlSeconds: settings.tokens.allowTtlSeconds,
       }),
+      portalSessions: settings.portal.enabled
+        ? createPortalSessions({
+            sor,
+            auth,
+            audit,
+            verifier,
+            rateLimits,
+            clock,
+            limits: settings.portal,
+            logger,
+          })
+        : null,
     }
     const readiness = async () => {
       await database.sql`select 1`
@@ -401,6 +415,7 @@ export async function createControlPlane(
       checksPerMonth: settings.quota.checksPerMonth,
       version: VERSION,
       readiness,
+      portalSessionMaxSeconds: settings.portal.sessionMaxSeconds,
     })
     cleanups.push(() => app.close())
     return {

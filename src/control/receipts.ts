@@ -10,6 +10,8 @@ import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Receipt } from '../core/receipt.js'
 import { type Authenticator, bearerOf } from '../identity/authenticator.js'
+import { portalSessionOf } from '../portal/portal-http.js'
+import type { PortalSessions } from '../portal/portal-sessions.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
@@ -56,6 +58,8 @@ export interface ReceiptsDeps {
   publicKey: KeyObject
   clock: Clock
   streamKeepaliveMs: number
+  /** Stats also accept a portal session (interface.md: "K or portal session"); null when the portal is off. */
+  portalSessions: PortalSessions | null
 }
 
 export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
@@ -105,7 +109,7 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
         schema: {
           summary: 'Decision counts over the last 24 hours',
           description:
-            'REVOKE counts REVOKE receipts; ALLOW, DENY and STEP_UP count CHECK receipts by decision. At most the most recent 5000 receipts are counted; `truncated` says more exist, and the counts are then a floor. Only API keys are accepted (there is no portal session).',
+            'REVOKE counts REVOKE receipts; ALLOW, DENY and STEP_UP count CHECK receipts by decision. At most the most recent 5000 receipts are counted; `truncated` says more exist, and the counts are then a floor. Accepts an admin API key or a portal session (its cookie, docs/portal.md); a request with an Authorization header is judged by the key alone.',
           response: {
             200: z.object({
               tenantId: z.string(),
@@ -123,7 +127,17 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
             }),
           },
         },
-        onRequest: admin,
+        onRequest: async (req, reply) => {
+          // Without a bearer credential, a portal session may stand in; anything else is the key check.
+          if (req.headers.authorization === undefined && deps.portalSessions) {
+            const session = await portalSessionOf(req, deps.portalSessions)
+            if (session) {
+              req.caller = session.caller
+              return
+            }
+          }
+          await admin.call(app, req, reply)
+        },
       },
       async (req) => {
         const { tenantId } = keyCaller(req)

@@ -287,6 +287,31 @@ export const ERRORS = {
     'too many code attempts',
     'Too many codes were tried for this action or tenant; see Retry-After.',
   ),
+  // The portal (docs/portal.md)
+  portalSessionRequired: def(
+    'portal_session_required',
+    401,
+    'portal session required',
+    'The portal page or action needs a signed-in portal session (expired, signed out, or its key died).',
+  ),
+  csrfInvalid: def(
+    'csrf_invalid',
+    403,
+    'form not accepted',
+    "A portal form was posted without its session's CSRF token, or from another origin.",
+  ),
+  signInLocked: def(
+    'sign_in_locked',
+    429,
+    'too many sign-in attempts',
+    'Too many portal sign-ins were tried from this address or for this tenant; see Retry-After.',
+  ),
+  sponsorTokenInvalid: def(
+    'sponsor_token_invalid',
+    401,
+    'sponsor token required',
+    "A portal kill-switch, reinstate or grant form was sent without the tenant's own sponsor token.",
+  ),
   unmappedRequest: def(
     'unmapped_request',
     400,

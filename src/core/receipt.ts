@@ -25,6 +25,12 @@ export const RECEIPT_KINDS = [
   'SYSTEM_DELETE',
   // A refused approval code (wrong, replayed, not enrolled) or a locked attempt: guessing is on record.
   'APPROVAL_FAILED',
+  // A pending action a human refused (portal or API): it never runs.
+  'ACTION_DISMISSED',
+  // Portal sign-ins, refused sign-ins and sign-outs: who held a portal session, and who tried.
+  'PORTAL_SIGN_IN',
+  'PORTAL_SIGN_IN_FAILED',
+  'PORTAL_SIGN_OUT',
 ] as const
 
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number]

@@ -249,6 +249,29 @@ for (const kind of ALL_BACKENDS) {
       },
     )
 
+    t.test('portal sessions: found by hash, touched forward only, purged when idle or expired', async (t) => {
+      const a = await tenant()
+      const base = { tenantId: a, keyId: 'key_1', principalId: 'prn_1', createdAt: 100, lastSeenAt: 100 }
+      await s.portalSessions.create({ ...base, sessionHash: `live-${a}`, expiresAt: 10_000 })
+      await s.portalSessions.create({ ...base, sessionHash: `old-${a}`, expiresAt: 500 })
+      await s.portalSessions.create({ ...base, sessionHash: `idle-${a}`, expiresAt: 10_000 })
+      t.same(await s.portalSessions.find(`live-${a}`), {
+        ...base,
+        sessionHash: `live-${a}`,
+        expiresAt: 10_000,
+      })
+      t.equal(await s.portalSessions.find('no-such-hash'), null)
+      await s.portalSessions.touch(`live-${a}`, 900)
+      await s.portalSessions.touch(`live-${a}`, 300)
+      t.equal((await s.portalSessions.find(`live-${a}`))?.lastSeenAt, 900, 'never moved back')
+      t.ok((await s.portalSessions.purge(600, 200)) >= 2)
+      t.equal(await s.portalSessions.find(`old-${a}`), null, 'past its absolute expiry')
+      t.equal(await s.portalSessions.find(`idle-${a}`), null, 'idle since before the cut')
+      t.ok(await s.portalSessions.find(`live-${a}`))
+      t.equal(await s.portalSessions.remove(`live-${a}`), true)
+      t.equal(await s.portalSessions.remove(`live-${a}`), false)
+    })
+
     t.test('a transaction sees its own writes and rolls back as a unit', async (t) => {
       const a = await tenant()
       await sor

@@ -10,11 +10,13 @@ import type {
   VerbStore,
 } from './decision-state.js'
 import type { InviteStore, KeyStore, PrincipalStore, TenantStore, TotpStore } from './identity.js'
+import type { PortalSessionStore } from './portal-sessions.js'
 import type { SystemStore } from './systems.js'
 
 export type * from './audit.js'
 export type * from './decision-state.js'
 export type * from './identity.js'
+export type * from './portal-sessions.js'
 export type * from './systems.js'
 
 /** Every system-of-record store, bound to one connection or transaction. */
@@ -34,6 +36,7 @@ export interface Stores {
   sandbox: SandboxGrantStore
   badgeTokens: BadgeTokenStore
   systems: SystemStore
+  portalSessions: PortalSessionStore
 }
 
 /** The unit of work: plain stores, or stores bound to one transaction. */

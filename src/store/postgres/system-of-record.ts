@@ -7,6 +7,7 @@ import { createInviteStore } from './invite-store.js'
 import { createKeyStore } from './key-store.js'
 import { createLeaseStore } from './lease-store.js'
 import { createPolicyStore } from './policy-store.js'
+import { createPortalSessionStore } from './portal-session-store.js'
 import { createPrincipalStore } from './principal-store.js'
 import { createReceiptStore } from './receipt-store.js'
 import { createRosterStore } from './roster-store.js'
@@ -34,6 +35,7 @@ export function createStores(sql: SqlHandle): Stores {
     sandbox: createSandboxGrantStore(sql),
     badgeTokens: createBadgeTokenStore(sql),
     systems: createSystemStore(sql),
+    portalSessions: createPortalSessionStore(sql),
   }
 }
 

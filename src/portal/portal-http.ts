@@ -1,0 +1,164 @@
+import { timingSafeEqual } from 'node:crypto'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { ERRORS, type ErrorDef, WriteGateError } from '../core/errors.js'
+import type { Html } from './html.js'
+import { errorPage } from './pages/error.js'
+import type { PortalSession, PortalSessions } from './portal-sessions.js'
+
+export const SESSION_COOKIE = 'wg_portal'
+/** Before sign-in there is no session: a double-submit token guards the sign-in form (login CSRF). */
+export const PRE_SESSION_COOKIE = 'wg_portal_pre'
+const FORM_LIMIT_BYTES = 64 * 1024
+
+/** No inline script or style anywhere, nothing framed, nothing loaded from elsewhere. */
+export const PORTAL_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ')
+
+const SECURITY_HEADERS = {
+  'content-security-policy': PORTAL_CSP,
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'cache-control': 'no-store',
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    portal: PortalSession | null
+  }
+}
+
+export function cookiesOf(req: FastifyRequest): Map<string, string> {
+  const out = new Map<string, string>()
+  const header = req.headers.cookie
+  if (!header) return out
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq <= 0) continue
+    const name = part.slice(0, eq).trim()
+    // The first of two cookies of one name wins (the most specific path, as browsers send them).
+    if (!out.has(name)) out.set(name, part.slice(eq + 1).trim())
+  }
+  return out
+}
+
+/** Secure whenever the request came over TLS, or a trusted proxy says it did (trustProxy). */
+export function cookie(
+  req: FastifyRequest,
+  name: string,
+  value: string,
+  opts: { path: string; maxAgeSeconds: number },
+): string {
+  const secure = req.protocol === 'https' ? '; Secure' : ''
+  return `${name}=${value}; Path=${opts.path}; Max-Age=${opts.maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`
+}
+
+export function sendPage(reply: FastifyReply, page: Html, status = 200): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').send(page.value)
+}
+
+function sameToken(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b) return false
+  const ab = Buffer.from(a)
+  const bb = Buffer.from(b)
+  return ab.length === bb.length && timingSafeEqual(ab, bb)
+}
+
+/** A form must come from the portal's own origin, when the browser says where it came from. */
+function crossOrigin(req: FastifyRequest): boolean {
+  if (req.headers['sec-fetch-site'] === 'cross-site') return true
+  const origin = req.headers.origin
+  if (origin === undefined) return false
+  return origin !== `${req.protocol}://${req.host}`
+}
+
+/** A state-changing form of a signed-in page: the session's CSRF token, from the portal's origin. */
+export function checkCsrf(req: FastifyRequest, session: PortalSession, form: Record<string, string>): void {
+  if (crossOrigin(req) || !sameToken(form._csrf, session.csrfToken))
+    throw new WriteGateError(ERRORS.csrfInvalid)
+}
+
+/** The sign-in form: its hidden token must equal the pre-session cookie the sign-in page set. */
+export function checkPreSessionCsrf(req: FastifyRequest, form: Record<string, string>): void {
+  if (crossOrigin(req) || !sameToken(form._csrf, cookiesOf(req).get(PRE_SESSION_COOKIE)))
+    throw new WriteGateError(ERRORS.csrfInvalid)
+}
+
+/** The parsed form: every field a string (the last of repeated ones). */
+export function formOf(req: FastifyRequest): Record<string, string> {
+  const body = req.body
+  if (!(body instanceof URLSearchParams)) throw new WriteGateError(ERRORS.unsupportedMediaType)
+  return Object.fromEntries(body.entries())
+}
+
+const FASTIFY_CODES: Record<string, ErrorDef> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: ERRORS.payloadTooLarge,
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: ERRORS.unsupportedMediaType,
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ERRORS.invalidRequest,
+  FST_ERR_CTP_INVALID_TYPE: ERRORS.unsupportedMediaType,
+  FST_ERR_CTP_INVALID_JSON_BODY: ERRORS.invalidJson,
+  FST_ERR_CTP_EMPTY_JSON_BODY: ERRORS.invalidJson,
+}
+
+/**
+ * The portal's plumbing, in its own encapsulated context: forms (urlencoded, 64 KiB), security
+ * headers on every answer, the session from its cookie, and errors as pages with the
+ * registry's status and code (the API keeps its JSON).
+ */
+export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions): void {
+  app.addContentTypeParser(
+    /^application\/x-www-form-urlencoded(\s*;.*)?$/i,
+    { parseAs: 'string', bodyLimit: FORM_LIMIT_BYTES },
+    (_req, body, done) =>
+      done(null, new URLSearchParams(typeof body === 'string' ? body : body.toString('utf8'))),
+  )
+  app.decorateRequest('portal', null)
+  app.addHook('onRequest', async (req) => {
+    req.portal = await sessions.resolve(cookiesOf(req).get(SESSION_COOKIE))
+  })
+  app.addHook('onSend', async (_req, reply) => {
+    reply.headers(SECURITY_HEADERS)
+  })
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    let def: ErrorDef | undefined
+    let message: string | undefined
+    if (err instanceof WriteGateError) {
+      def = err.def
+      message = err.message
+      if (err.headers) reply.headers(err.headers)
+    } else if (err.validation) {
+      def = ERRORS.invalidRequest
+    } else if (err.code) {
+      def = FASTIFY_CODES[err.code]
+    }
+    if (!def || def.status >= 500) {
+      if (!def || def === ERRORS.internal) req.log.error({ err }, 'portal request failed')
+      def ??= ERRORS.internal
+    }
+    return sendPage(reply, errorPage(req.portal, def.status, def.code, message ?? def.message), def.status)
+  })
+}
+
+/** The portal session a request's cookie names, for API routes that accept one. */
+export function portalSessionOf(
+  req: FastifyRequest,
+  sessions: PortalSessions,
+): Promise<PortalSession | null> {
+  return sessions.resolve(cookiesOf(req).get(SESSION_COOKIE))
+}
+
+/** The signed-in session of a page request; pages redirect to sign-in, anything else is 401. */
+export function sessionOf(req: FastifyRequest): PortalSession {
+  if (!req.portal) throw new WriteGateError(ERRORS.portalSessionRequired)
+  return req.portal
+}
