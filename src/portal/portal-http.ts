@@ -26,7 +26,8 @@ const SECURITY_HEADERS = {
   'content-security-policy': PORTAL_CSP,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // not no-referrer: under it a browser sends `Origin: null` with every form, and the origin check needs the real one.
+  'referrer-policy': 'same-origin',
   'cross-origin-opener-policy': 'same-origin',
   'cross-origin-resource-policy': 'same-origin',
   'cache-control': 'no-store',
