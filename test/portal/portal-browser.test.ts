@@ -221,21 +221,27 @@ t.test('the portal in a real browser', async (t) => {
     await page.click('text=Save Tenant')
   })
 
-  t.test('principals and keys: disable stops the agent; enable restores it', async (t) => {
+  t.test('principals and keys: disable, enable and revoke take effect for the key', async (t) => {
+    const bot = await bench.api.post('/v1/principals', { name: 'ops-bot' }, { bearer: tenant.apiKey })
+    const key = await bench.api.post(
+      '/v1/keys',
+      { email: tenant.email, principal_id: bot.body.principalId, scope: 'agent' },
+      { bearer: tenant.apiKey },
+    )
+    const me = async () => (await bench.api.get('/v1/me', { bearer: key.body.apiKey as string })).status
+    t.equal(await me(), 200)
     await page.goto(`${origin}/portal/principals`)
     await checkPage(t, 'principals')
-    const agentPrincipal = (await cp.database.sql<{ principal_id: string }[]>`
-      select principal_id from api_keys where id = ${bench.agent.keyId}`)[0]?.principal_id as string
-    const row = page.locator(`tr[data-principal="${agentPrincipal}"]`)
-    if (agentPrincipal === tenant.principalId) {
-      t.pass('the agent key shares the admin principal: not disabling the signed-in principal')
-      return
-    }
-    await row.locator('text=Disable').click()
-    t.match(await page.locator('[role=status]').first().textContent(), /is disabled/)
-    t.equal((await agentWrite('/sys_billing/v1/verify', '{}')).status, 403)
-    await page.locator(`tr[data-principal="${agentPrincipal}"]`).locator('text=Enable').click()
-    t.equal((await agentWrite('/sys_billing/v1/verify', '{}')).status, 200)
+    const row = () => page.locator(`tr[data-principal="${bot.body.principalId}"]`)
+    t.match(await row().textContent(), new RegExp(String(key.body.keyId)), 'its live key is listed')
+    await row().locator('button:has-text("Disable")').click()
+    t.match(await page.locator('[role=status]').first().textContent(), /ops-bot is disabled/)
+    t.equal(await me(), 401, 'a disabled principal\'s key is refused')
+    await row().locator('button:has-text("Enable")').click()
+    t.equal(await me(), 200, 'enabled again')
+    await row().locator('button:has-text("Revoke all keys")').click()
+    t.match(await page.locator('[role=status]').first().textContent(), /Revoked 1 key/)
+    t.equal(await me(), 401, 'the revoked key is dead')
   })
 
   t.test('audit: search, a receipt, verify, and an export with progress', async (t) => {
