@@ -32,6 +32,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+# The portal's stylesheet and script are served from files beside its compiled code.
+COPY src/portal/assets ./dist/portal/assets
 COPY config ./config
 # Writable state lives only in the data volume and /tmp, so the root filesystem can be read-only.
 RUN mkdir -p /var/lib/writegate && chown node:node /var/lib/writegate

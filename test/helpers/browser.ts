@@ -8,7 +8,9 @@ export const CHROMIUM = process.env.WRITEGATE_CHROMIUM ?? '/usr/bin/chromium'
 
 export async function startBrowser(t: Test): Promise<Browser> {
   if (!existsSync(CHROMIUM))
-    throw new Error(`no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium), as .ci/run does`)
+    throw new Error(
+      `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium), as .ci/run does`,
+    )
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     // As root in a container, and with no network beyond loopback: no sandbox, nothing in the background.

@@ -204,22 +204,25 @@ t.test('the portal in a real browser', async (t) => {
     t.equal((await agentWrite('/sys_billing/v1/verify', '{}')).status, 200, 'writing again')
   })
 
-  t.test('policies: a refused edit shows the API message and keeps the draft; a good one saves', async (t) => {
-    await page.goto(`${origin}/portal/policies`)
-    await checkPage(t, 'policies')
-    await page.fill('#policy-0', `{"no.such.verb": "allow", "x": "${XSS.replace(/"/g, '\\"')}"}`)
-    await page.click('text=Save Tenant')
-    t.match(await page.locator('[role=alert]').textContent(), /invalid_request|unknown/)
-    t.match(await page.inputValue('#policy-0'), /no\.such\.verb/, 'the draft is kept')
-    await checkPage(t, 'policies-refused')
-    await page.fill('#policy-0', '{"verify": "step_up"}')
-    await page.click('text=Save Tenant')
-    t.match(await page.locator('[role=status]').first().textContent(), /Policy saved/)
-    const write = await agentWrite('/sys_billing/v1/verify', '{}')
-    t.equal(write.status, 428, 'the new policy is in force at the proxy')
-    await page.fill('#policy-0', '{"verify": "allow"}')
-    await page.click('text=Save Tenant')
-  })
+  t.test(
+    'policies: a refused edit shows the API message and keeps the draft; a good one saves',
+    async (t) => {
+      await page.goto(`${origin}/portal/policies`)
+      await checkPage(t, 'policies')
+      await page.fill('#policy-0', `{"no.such.verb": "allow", "x": "${XSS.replace(/"/g, '\\"')}"}`)
+      await page.click('text=Save Tenant')
+      t.match(await page.locator('[role=alert]').textContent(), /invalid_request|unknown/)
+      t.match(await page.inputValue('#policy-0'), /no\.such\.verb/, 'the draft is kept')
+      await checkPage(t, 'policies-refused')
+      await page.fill('#policy-0', '{"verify": "step_up"}')
+      await page.click('text=Save Tenant')
+      t.match(await page.locator('[role=status]').first().textContent(), /Policy saved/)
+      const write = await agentWrite('/sys_billing/v1/verify', '{}')
+      t.equal(write.status, 428, 'the new policy is in force at the proxy')
+      await page.fill('#policy-0', '{"verify": "allow"}')
+      await page.click('text=Save Tenant')
+    },
+  )
 
   t.test('principals and keys: disable, enable and revoke take effect for the key', async (t) => {
     const bot = await bench.api.post('/v1/principals', { name: 'ops-bot' }, { bearer: tenant.apiKey })
@@ -236,7 +239,7 @@ t.test('the portal in a real browser', async (t) => {
     t.match(await row().textContent(), new RegExp(String(key.body.keyId)), 'its live key is listed')
     await row().locator('button:has-text("Disable")').click()
     t.match(await page.locator('[role=status]').first().textContent(), /ops-bot is disabled/)
-    t.equal(await me(), 401, 'a disabled principal\'s key is refused')
+    t.equal(await me(), 401, "a disabled principal's key is refused")
     await row().locator('button:has-text("Enable")').click()
     t.equal(await me(), 200, 'enabled again')
     await row().locator('button:has-text("Revoke all keys")').click()
