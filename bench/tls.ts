@@ -189,13 +189,9 @@ console.log(
 await keepAlive(barePort, 1)
 await keepAlive(gated.port, 1)
 const ratios: number[] = []
-let bareSum = 0
-let gatedSum = 0
 for (let i = 0; i < ROUNDS; i++) {
   const b = await keepAlive(barePort, SECONDS)
   const g = await keepAlive(gated.port, SECONDS)
-  bareSum += b
-  gatedSum += g
   ratios.push(g / b)
   console.log(
     `round ${i + 1}: bare ${b.toFixed(0)}/s   gated ${g.toFixed(0)}/s   gated/bare ${(g / b).toFixed(2)}`,

@@ -25,7 +25,7 @@ function startLive() {
       (d === '' || String(r.decision || '').toLowerCase() === d) &&
       has(r.verb, field('verb')) &&
       (has(r.principalName, field('principal')) || has(r.principalId, field('principal'))) &&
-      has(r.detail && r.detail.systemId, field('system'))
+      has(r.detail?.systemId, field('system'))
     )
   }
   const refilter = () => {
