@@ -439,6 +439,7 @@ export const JSON_RPC_CODES: Readonly<Record<string, number>> = {
   revoked: -32006,
   credential_unavailable: -32007,
   not_enrolled: -32008,
+  payload_too_large: -32009,
   unreadable_call: -32600,
 }
 

@@ -21,11 +21,15 @@ export interface CallWritesDeps {
   /** MCP and GraphQL bodies are read whole to be decided; larger ones are refused (413). */
   maxBodyBytes: number
   logger: Logger
-  /** gate-proxy's own: the resolved credential, or false once it has answered 503. */
+  /**
+   * gate-proxy's own: the resolved credential, or false once the refusal (503
+   * credential_unavailable) has been answered, through `answer` when given (in the protocol's terms).
+   */
   credentialFor(
     res: ServerResponse,
     system: SystemRecord,
     extra?: Record<string, unknown>,
+    answer?: (def: ErrorDef, error: string, detail: Record<string, unknown>) => void,
   ): Credential | null | false
   forward(
     req: IncomingMessage,
@@ -79,30 +83,6 @@ export function createCallWrites(deps: CallWritesDeps) {
       )
       return
     }
-    let credential = deps.credentialFor(res, ctx.system)
-    if (credential === false) return
-    let body: Buffer
-    try {
-      deps.continueIfExpected(req, res)
-      body = await readBody(req, deps.maxBodyBytes)
-    } catch (err) {
-      if (err instanceof BodyTooLarge) {
-        deps.send(
-          res,
-          413,
-          'application/json',
-          JSON.stringify({
-            error: 'request body too large to decide',
-            code: ERRORS.payloadTooLarge.code,
-            limit: deps.maxBodyBytes,
-          }),
-        )
-        return
-      }
-      logger.info({ err, system: ctx.system.systemId }, 'client went away before its request body was read')
-      res.destroy()
-      return
-    }
     const headers: Record<string, string> = {}
     for (const name of REPLAYED_HEADERS) {
       const v = req.headers[name]
@@ -112,9 +92,10 @@ export function createCallWrites(deps: CallWritesDeps) {
       method,
       pathWithQuery: target.path,
       contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : '',
-      body,
+      body: Buffer.alloc(0),
       headers,
     }
+    // Every answer from here on is in the protocol's terms (a JSON-RPC error, GraphQL errors).
     const refuse = (refusal: CallRefusal<unknown>, calls: readonly unknown[]) => {
       const r = protocol.render(refusal, calls, request)
       deps.send(res, r.status, r.contentType, r.body)
@@ -131,10 +112,29 @@ export function createCallWrites(deps: CallWritesDeps) {
       detail,
       call,
     })
+    try {
+      deps.continueIfExpected(req, res)
+      request.body = await readBody(req, deps.maxBodyBytes)
+    } catch (err) {
+      if (err instanceof BodyTooLarge)
+        // Unread, so no request id is known: the JSON-RPC error has `id: null`.
+        return refuse(
+          refusal(ERRORS.payloadTooLarge, 'request body too large to decide', { limit: deps.maxBodyBytes }),
+          [],
+        )
+      logger.info({ err, system: ctx.system.systemId }, 'client went away before its request body was read')
+      res.destroy()
+      return
+    }
+    const body = request.body
     const read = protocol.read(request)
     if (!read.ok)
       return refuse(refusal(ERRORS.unreadableCall, `the gate cannot read this request: ${read.problem}`), [])
     const { calls } = read
+    let credential = deps.credentialFor(res, ctx.system, {}, (def, error, detail) =>
+      refuse(refusal(def, error, detail), calls),
+    )
+    if (credential === false) return
     if (read.reads > 0 && ctx.system.reads === 'gate')
       return refuse(refusal(ERRORS.unmappedCall, 'unmapped read (reads are gated for this system)'), calls)
 
@@ -222,7 +222,9 @@ export function createCallWrites(deps: CallWritesDeps) {
       }
     } else if (system !== ctx.system) {
       // The system changed while its calls were decided: inject what the deciding version names.
-      credential = deps.credentialFor(res, system, { receiptId: receipts[0] })
+      credential = deps.credentialFor(res, system, { receiptId: receipts[0] }, (def, error, detail) =>
+        refuse(refusal(def, error, detail), calls),
+      )
       if (credential === false) return
     }
     deps.forward(

@@ -249,15 +249,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     res: ServerResponse,
     system: SystemRecord,
     extra: Record<string, unknown> = {},
+    answer?: (def: ErrorDef, error: string, detail: Record<string, unknown>) => void,
   ): { header: string; value: string } | null | false {
     const resolved = deps.credentials.get(system)
     if (resolved === null) return null
     if (resolved.ok) return { header: resolved.header, value: resolved.value }
     metrics.gateEvents.failedClosed({ reason: 'credential_unavailable' })
-    sendRefusal(res, ERRORS.credentialUnavailable, ERRORS.credentialUnavailable.message, {
-      systemId: system.systemId,
-      ...extra,
-    })
+    const detail = { systemId: system.systemId, ...extra }
+    const def = ERRORS.credentialUnavailable
+    if (answer) answer(def, def.message, detail)
+    else sendRefusal(res, def, def.message, detail)
     return false
   }
 

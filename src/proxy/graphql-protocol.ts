@@ -32,7 +32,8 @@ export const graphqlProtocol: CallProtocol<GraphqlCall> = {
 
   render(refusal, calls) {
     return {
-      status: 200,
+      // GraphQL errors ride on 200, but a body too large to read keeps its 413.
+      status: refusal.kind === 'refused' && refusal.def.status === 413 ? 413 : 200,
       contentType: 'application/json',
       body: JSON.stringify(errorDocument(refusal, calls)),
     }

@@ -250,6 +250,15 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
       }),
     })
     t.equal(huge.status, 413, 'a body over proxy.maxInspectedBodyBytes')
+    t.match(
+      huge.json(),
+      {
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32009, data: { code: 'payload_too_large', limit: Number } },
+      },
+      'answered as a JSON-RPC error, not plain JSON',
+    )
     t.equal(toolCalls(), before)
     const alive = await client.listTools()
     t.ok(alive.tools.length > 0, 'the proxy still serves the session')

@@ -202,6 +202,62 @@ t.test(
         { systemId: 'sys_other', problem: 'environment variable OTHER_TOKEN is not set' },
       ],
     })
+    // A body-aware endpoint answers in its own terms: a JSON-RPC error per request, GraphQL errors.
+    await fleet.api.post(
+      '/v1/systems',
+      {
+        systemId: 'sys_tools',
+        kind: 'mcp',
+        upstream: upstream.origin,
+        credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'OTHER_TOKEN' },
+        mcp: { endpoint: '/mcp', tools: [{ name: 'create_issue', verb: 'verify' }] },
+      },
+      { bearer: fleet.tenant.apiKey },
+    )
+    await fleet.api.post(
+      '/v1/systems',
+      {
+        systemId: 'sys_graph',
+        kind: 'graphql',
+        upstream: upstream.origin,
+        credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'OTHER_TOKEN' },
+        graphql: { endpoint: '/graphql', mutations: [{ field: 'createIssue', verb: 'verify' }] },
+      },
+      { bearer: fleet.tenant.apiKey },
+    )
+    let mcp = await agentRequest(p.port, { method: 'GET', path: '/readyz' })
+    for (let i = 0; i < 100; i++) {
+      mcp = await agentRequest(p.port, {
+        method: 'POST',
+        path: '/sys_tools/mcp',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'create_issue' },
+        }),
+      })
+      if (mcp.status !== 404) break
+      await new Promise((r) => setTimeout(r, 25))
+    }
+    t.equal(mcp.status, 200)
+    t.match(mcp.json(), {
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32007, data: { code: 'credential_unavailable', systemId: 'sys_tools' } },
+    })
+    const gql = await agentRequest(p.port, {
+      method: 'POST',
+      path: '/sys_graph/graphql',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: 'mutation { createIssue(title: "x") }' }),
+    })
+    t.match(gql.json(), {
+      errors: [{ extensions: { code: 'credential_unavailable', systemId: 'sys_graph' } }],
+    })
+    t.equal(upstream.requests.length, 0, 'nothing was sent')
+
     const metrics = await (await fetch(`http://127.0.0.1:${p.metricsPort}/metrics`)).text()
     t.match(metrics, /writegate_credential_unavailable\{system="sys_other",component="proxy"\} 1/)
     const warned = lines.filter((l) => l.level === LOG_LEVEL.warn && l.systemId === 'sys_other')
