@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import type { Authenticator } from '../identity/authenticator.js'
+import { grantRequest } from '../sponsor/grant-request.js'
 import type { SponsorService } from '../sponsor/sponsor-service.js'
 import { requireSponsor, sponsorCaller } from './http/auth.js'
 
@@ -28,16 +29,7 @@ export function sponsorRoutes(deps: { sponsor: SponsorService; auth: Authenticat
       {
         schema: {
           summary: 'Approve one write: mint a single-use grant (not idempotent)',
-          body: z
-            .object({
-              verb: z.string().min(1).max(128),
-              target: z.string().max(1000).optional(),
-              principalId: z.string().min(1).max(128).optional(),
-              environment: z.string().max(64).optional(),
-              ttlSeconds: z.number().int().optional(),
-              reason: z.string().max(500).optional(),
-            })
-            .strict(),
+          body: grantRequest,
           response: {
             201: z.object({
               grantId: z.string(),

@@ -203,6 +203,99 @@ t.test('the portal in a real browser', async (t) => {
     t.equal((await agentWrite('/sys_billing/v1/verify', '{}')).status, 200, 'writing again')
   })
 
+  t.test('grant: one require_grant write is let through once, then refused again', async (t) => {
+    const before = bench.upstream.received.length
+    t.equal((await agentWrite('/sys_billing/v1/provision/vm-7', '{}')).status, 403, 'no grant yet')
+    await page.goto(`${origin}/portal/kill-switch`)
+    await page.fill('#grant-verb', 'no-such-verb')
+    await page.fill('#grant-token', tenant.sponsorToken)
+    await page.click('button:has-text("Grant")')
+    t.match(await page.locator('[role=alert]').textContent(), /unknown_verb/)
+    t.equal(await page.inputValue('#grant-token'), '', 'the sponsor token is not kept in the page')
+    await page.fill('#grant-verb', 'provision')
+    await page.fill('#grant-target', 'vm-7')
+    await page.fill('#grant-ttl', 'soon')
+    await page.fill('#grant-token', tenant.sponsorToken)
+    await page.click('button:has-text("Grant")')
+    t.match(await page.locator('[role=alert]').textContent(), /invalid_request/, 'a bad validity is refused')
+    await page.fill('#grant-verb', 'provision')
+    await page.fill('#grant-target', 'vm-7')
+    await page.fill('#grant-reason', XSS)
+    await page.fill('#grant-token', tenant.sponsorToken)
+    await page.click('button:has-text("Grant")')
+    t.match(
+      await page.locator('[role=status]').first().textContent(),
+      /Granted grt_\w+: one provision write on vm-7/,
+    )
+    await checkPage(t, 'kill-switch-granted')
+    t.equal((await agentWrite('/sys_billing/v1/provision/vm-7', '{}')).status, 200, 'the granted write')
+    t.equal((await agentWrite('/sys_billing/v1/provision/vm-7', '{}')).status, 403, 'used up')
+    t.equal(bench.upstream.received.length, before + 1, 'exactly one write reached the upstream')
+  })
+
+  t.test('approvals: a tool call with edited parameters shows the diff and writes the edit', async (t) => {
+    const enrolled = await bench.api.post(
+      '/v1/systems',
+      {
+        systemId: 'sys_tools',
+        kind: 'http',
+        upstream: bench.upstream.origin,
+        credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
+        reads: 'pass',
+        routes: [],
+        tools: [
+          {
+            name: 'issue_refund',
+            verb: 'refund',
+            method: 'POST',
+            pathTemplate: '/v1/refunds',
+            target: '{charge}',
+            params: {
+              type: 'object',
+              required: ['charge', 'amount'],
+              additionalProperties: false,
+              properties: { charge: { type: 'string' }, amount: { type: 'integer', minimum: 1 } },
+            },
+          },
+        ],
+      },
+      { bearer: tenant.apiKey },
+    )
+    t.equal(enrolled.status, 201, JSON.stringify(enrolled.body))
+    const check = await bench.api.post(
+      '/v1/check',
+      {
+        verb: 'refund',
+        target: 'ch_77',
+        tool: { name: 'issue_refund', params: { charge: 'ch_77', amount: 100 } },
+      },
+      { bearer: bench.agent.apiKey },
+    )
+    const id = check.body.actionId as string
+    t.match(id, /^act_/, JSON.stringify(check.body))
+    await page.goto(`${origin}/portal/approvals/${id}`)
+    await page.fill('#params', '{"amount": "lots"}')
+    await page.fill('#totpCode', await code())
+    const before = bench.upstream.received.length
+    await page.click('text=Approve and write')
+    t.match(await page.locator('[role=alert]').textContent(), /amount/, 'edits are checked against the tool')
+    t.equal(bench.upstream.received.length, before)
+    await page.fill('#params', '{"amount": 250}')
+    await page.click('text=Show the changes')
+    const diff = page.locator('[data-testid=diff] tbody tr')
+    t.equal(await diff.count(), 1)
+    t.match(await diff.first().textContent(), /amount\s*changed\s*100\s*250/)
+    t.equal(await page.inputValue('#params'), '{"amount": 250}', 'the edit is kept for approval')
+    await checkPage(t, 'approval-diff')
+    await page.fill('#totpCode', await code())
+    await page.click('text=Approve and write')
+    t.equal(await page.locator('[data-testid=outcome]').textContent(), 'executed')
+    t.equal(bench.upstream.received.length, before + 1)
+    const got = bench.upstream.received.at(-1)
+    t.equal(got?.url, '/v1/refunds')
+    t.same(JSON.parse(got?.body.toString() ?? '{}'), { charge: 'ch_77', amount: 250 }, 'the edited call')
+  })
+
   t.test(
     'policies: a refused edit shows the API message and keeps the draft; a good one saves',
     async (t) => {

@@ -352,6 +352,26 @@ t.test('portal sessions', async (t) => {
       form({ _csrf: csrf, targetKind: 'all', sponsorToken: tenant.apiKey }),
     )
     t.equal(killApiKey.statusCode, 401, 'an API key is no sponsor token')
+    const grant = (fields: Record<string, string>) =>
+      post('/portal/kill-switch/grant', form({ _csrf: csrf, sponsorToken: tenant.sponsorToken, ...fields }))
+    const grantNoToken = await post('/portal/kill-switch/grant', form({ _csrf: csrf, verb: 'provision' }))
+    t.equal(grantNoToken.statusCode, 401, 'a grant needs the sponsor token')
+    for (const [name, fields] of [
+      ['no verb', {}],
+      ['a ttl that is not a number', { verb: 'provision', ttlSeconds: '1e3' }],
+      ['a ttl over a day', { verb: 'provision', ttlSeconds: '86401' }],
+      ['a target over 1000 characters', { verb: 'provision', target: 'x'.repeat(1001) }],
+      ['a reason over 500 characters', { verb: 'provision', reason: 'r'.repeat(501) }],
+    ] as const) {
+      const res = await grant(fields)
+      t.equal(res.statusCode, 400, name)
+      t.match(res.body, /invalid_request/, name)
+    }
+    const grantNoSuchVerb = await grant({ verb: 'no.such' })
+    t.equal(grantNoSuchVerb.statusCode, 400)
+    t.match(grantNoSuchVerb.body, /unknown_verb/)
+    const grantNoSuchPrincipal = await grant({ verb: 'provision', principalId: 'prn_nope' })
+    t.equal(grantNoSuchPrincipal.statusCode, 404)
     const stream = await cp.app.inject({ method: 'GET', url: '/portal/live/stream' })
     t.equal(stream.statusCode, 401, 'no session, no stream')
     const exp = await cp.app.inject({ method: 'GET', url: '/portal/audit/export' })

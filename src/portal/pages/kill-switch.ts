@@ -49,6 +49,18 @@ ${sponsorField(`reinstate-token-${i}`)}
 ${sponsorField('revoke-token')}
 <button type="submit" class="danger">Revoke now</button>
 </form></section>
+<section aria-labelledby="h-grant"><h2 id="h-grant">Grant one write</h2>
+<p>A grant lets one write of a <code>require_grant</code> verb through (as <code>POST /v1/grants</code>); it is used up by that write.</p>
+<form method="post" action="/portal/kill-switch/grant" class="card">${csrfField(session)}
+<label for="grant-verb">Verb</label><input id="grant-verb" name="verb" type="text" required spellcheck="false">
+<label for="grant-target">Target (optional: any target when empty)</label><input id="grant-target" name="target" type="text" spellcheck="false">
+<label for="grant-principal">Principal id (optional: any principal when empty)</label><input id="grant-principal" name="principalId" type="text" spellcheck="false">
+<label for="grant-environment">Environment (optional)</label><input id="grant-environment" name="environment" type="text" spellcheck="false">
+<label for="grant-ttl">Valid for, in seconds (optional, default 900)</label><input id="grant-ttl" name="ttlSeconds" type="text" inputmode="numeric">
+<label for="grant-reason">Reason (optional, on the receipt)</label><input id="grant-reason" name="reason" type="text" maxlength="500">
+${sponsorField('grant-token')}
+<button type="submit">Grant</button>
+</form></section>
 <section aria-labelledby="h-roster"><h2 id="h-roster">Roster</h2>
 ${
   roster.length === 0

@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify'
+import { RECEIPT_STREAM_HEADERS, type ReceiptStream, startReceiptStream } from '../../audit/receipt-stream.js'
+import { livePage } from '../pages/live.js'
+import { cookiesOf, SESSION_COOKIE, sendPage, sessionOf } from '../portal-http.js'
+import { type PortalDeps, requirePage } from './route-kit.js'
+
+/** Live decisions: the page and its receipt stream, which ends with the session. */
+export function liveRoutes(app: FastifyInstance, deps: PortalDeps): void {
+  const streams = new Set<ReceiptStream>()
+  app.addHook('preClose', async () => {
+    await Promise.all(
+      [...streams].map((s) => {
+        s.close()
+        return s.done
+      }),
+    )
+  })
+
+  app.get('/portal/live', { preHandler: requirePage }, async (req, reply) => {
+    const session = sessionOf(req)
+    const head = await deps.reader.head(session.caller.tenantId)
+    return sendPage(reply, livePage(session, Math.max(0, head.seq - 50)))
+  })
+
+  app.get('/portal/live/stream', async (req, reply) => {
+    const session = sessionOf(req)
+    const q = req.query as { since?: string }
+    const last = req.headers['last-event-id']
+    const raw = typeof last === 'string' ? last : q.since
+    const cursor = raw !== undefined && /^\d{1,15}$/.test(raw) ? Number(raw) : 0
+    const token = cookiesOf(req).get(SESSION_COOKIE)
+    reply.hijack()
+    if (req.method === 'HEAD') {
+      reply.raw.writeHead(200, RECEIPT_STREAM_HEADERS)
+      reply.raw.end()
+      return
+    }
+    const stream = startReceiptStream(reply.raw, session.caller.tenantId, cursor, {
+      reader: deps.reader,
+      wakeups: deps.wakeups,
+      keepaliveMs: deps.streamKeepaliveMs,
+      logger: req.log,
+      // The stream ends with the session (signed out, expired, its key dead).
+      stillAuthorized: async () => (await deps.sessions.resolve(token)) !== null,
+    })
+    streams.add(stream)
+    void stream.done.then(() => streams.delete(stream))
+  })
+}

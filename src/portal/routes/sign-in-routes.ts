@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify'
+import { WriteGateError } from '../../core/errors.js'
+import { randomBase62 } from '../../core/random.js'
+import { signInPage } from '../pages/sign-in.js'
+import {
+  checkPreSessionCsrf,
+  cookie,
+  cookiesOf,
+  formOf,
+  PRE_SESSION_COOKIE,
+  SESSION_COOKIE,
+  sendPage,
+} from '../portal-http.js'
+import { type PortalDeps, refusal, signedForm } from './route-kit.js'
+
+/** Sign-in (admin key + TOTP) and sign-out. */
+export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
+  app.get('/portal/sign-in', async (req, reply) => {
+    if (req.portal) return reply.redirect('/portal', 303)
+    const pre = randomBase62(32)
+    reply.header('set-cookie', cookie(req, PRE_SESSION_COOKIE, pre, { path: '/portal', maxAgeSeconds: 3600 }))
+    return sendPage(reply, signInPage({ preCsrf: pre }))
+  })
+
+  app.post('/portal/sign-in', async (req, reply) => {
+    const form = formOf(req)
+    checkPreSessionCsrf(req, form)
+    const pre = cookiesOf(req).get(PRE_SESSION_COOKIE) ?? ''
+    try {
+      const { token } = await deps.sessions.signIn({
+        apiKey: form.apiKey ?? '',
+        code: form.code ?? '',
+        clientIp: req.ip,
+      })
+      reply.header('set-cookie', [
+        cookie(req, SESSION_COOKIE, token, { path: '/', maxAgeSeconds: deps.sessionMaxSeconds }),
+        cookie(req, PRE_SESSION_COOKIE, '', { path: '/portal', maxAgeSeconds: 0 }),
+      ])
+      return reply.redirect('/portal', 303)
+    } catch (err) {
+      const r = refusal(err)
+      if (err instanceof WriteGateError && err.headers) reply.headers(err.headers)
+      return sendPage(reply, signInPage({ preCsrf: pre, notice: r.notice }), r.status)
+    }
+  })
+
+  app.post('/portal/sign-out', async (req, reply) => {
+    signedForm(req)
+    await deps.sessions.signOut(cookiesOf(req).get(SESSION_COOKIE) ?? '')
+    reply.header('set-cookie', cookie(req, SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0 }))
+    return reply.redirect('/portal/sign-in', 303)
+  })
+}
