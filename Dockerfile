@@ -10,6 +10,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build also copies the portal's stylesheet and script beside its compiled code.
 RUN npm run build
 
 FROM node:26-trixie-slim AS runtime
@@ -32,8 +33,6 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
-# The portal's stylesheet and script are served from files beside its compiled code.
-COPY src/portal/assets ./dist/portal/assets
 COPY config ./config
 # Writable state lives only in the data volume and /tmp, so the root filesystem can be read-only.
 RUN mkdir -p /var/lib/writegate && chown node:node /var/lib/writegate

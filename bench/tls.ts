@@ -1,29 +1,26 @@
 /**
- * Gated HTTPS writes through TLS interception vs a bare TLS-terminating pass-through (issue 17).
- * In one process and one run: a real HTTPS upstream; the bare baseline, a CONNECT proxy that
- * terminates TLS with the same minted leaf and forwards with http-proxy-3 (everything gate-proxy
- * does to TLS, nothing of the gate); and a standalone gate-proxy with interception on Redis, its
- * control plane on Postgres in the same process (as bench:proxy's shared mode). Three measures:
- *   1. keep-alive throughput (tunnels reused), `--connections` tunnels, alternating rounds: the ratio;
+ * Gated HTTPS writes through TLS interception vs a bare TLS-terminating pass-through (issue 17),
+ * as a sidecar sees them (bench/support/sidecar-rig.ts): gate-proxy with interception and the
+ * bare baseline (a CONNECT proxy terminating TLS with a leaf from the same minter, then
+ * http-proxy-3: everything gate-proxy does to TLS, nothing of the gate) each get CPU 0 while
+ * measured; the HTTPS upstream, the load (undici through CONNECT, this process), Redis and
+ * Postgres share CPU 1; the control plane is paused during the rounds. Three measures:
+ *   1. keep-alive throughput (tunnels reused), `--connections` tunnels, alternating rounds: the
+ *      ratio, with each proxy's CPU per write beside it;
  *   2. a new tunnel per write, without and with TLS session resumption: mean latency;
  *   3. the handshake cost per new connection: (2) minus a keep-alive write's latency.
  * Run: npx tsx bench/tls.ts [--seconds 3] [--rounds 5] [--connections 8] [--fresh 100]
  */
 
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { createServer, request as httpRequest } from 'node:http'
-import { Agent as HttpsAgent } from 'node:https'
-import type { AddressInfo, Socket } from 'node:net'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type TLSSocket as ClientTls, type SecureContext, TLSSocket, connect as tlsConnect } from 'node:tls'
-import { createProxyServer } from 'http-proxy-3'
-import type { Test } from 'tap'
-import { ProxyAgent, request } from 'undici'
-import { createInterceptionCa, loadInterceptionCa } from '../src/tls/interception-ca.js'
-import { createLeafMinter } from '../src/tls/leaf-minter.js'
-import { startFleet } from '../test/helpers/fleet.js'
-import { startHttpsUpstream } from '../test/helpers/https-upstream.js'
+import { type TLSSocket as ClientTls, connect as tlsConnect } from 'node:tls'
+import { Agent, ProxyAgent, request } from 'undici'
+import { createInterceptionCa } from '../src/tls/interception-ca.js'
+import { measureCpu } from './support/cpu-time.js'
+import { startRig } from './support/sidecar-rig.js'
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -34,77 +31,116 @@ const ROUNDS = arg('rounds', 5)
 const CONNECTIONS = arg('connections', 8)
 const FRESH = arg('fresh', 100)
 
-const cleanups: (() => unknown)[] = []
-const t = { teardown: (fn: () => unknown) => cleanups.push(fn) } as unknown as Test
-
-const upstream = await startHttpsUpstream(t)
 const dir = mkdtempSync(join(tmpdir(), 'wg-bench-tls-'))
 const made = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
 writeFileSync(join(dir, 'ca.crt'), made.certPem)
 writeFileSync(join(dir, 'ca.key'), made.keyPem, { mode: 0o600 })
 
-// gate-proxy as a sidecar runs it: standalone, on Redis, its control plane on Postgres (here in
-// the same process, which the bare path does not have to share the CPU with).
-const fleet = await startFleet(t, {
-  proxies: 1,
-  quota: 100_000_000,
-  systems: () => ({
-    passthrough: [],
-    systems: [
-      {
-        systemId: 'sys_billing',
-        kind: 'http' as const,
-        upstream: upstream.origin,
-        caBundle: upstream.caPem,
-        reads: 'pass' as const,
-        routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
-        tools: [],
-      },
-    ],
-  }),
-  proxySettings: { tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key') } },
-})
-const gated = { port: fleet.proxies[0]?.port as number }
-// The bare baseline: the same TLS termination (a leaf from the same kind of minter), then http-proxy-3.
-const minter = await createLeafMinter(await loadInterceptionCa(made.certPem, made.keyPem), {
-  ttlSeconds: 3600,
-  cacheSize: 16,
-})
-const forward = createProxyServer({
-  target: upstream.origin,
-  changeOrigin: true,
-  agent: new HttpsAgent({ keepAlive: true, maxSockets: 256, ca: upstream.caPem }),
-})
-forward.on('error', (_e, _q, res) => {
-  if ('writeHead' in res && !res.headersSent) res.writeHead(502)
-  res.end()
-})
-const bare = createServer((req, res) => forward.web(req, res))
-bare.on('connect', async (req, socket: Socket) => {
-  const context: SecureContext = await minter.contextFor((req.url ?? '').split(':')[0] as string)
-  socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-  const tls = new TLSSocket(socket, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] })
-  tls.on('error', () => tls.destroy())
-  tls.once('secure', () => bare.emit('connection', tls))
-})
-await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve))
-cleanups.push(() => new Promise((resolve) => bare.close(resolve)))
-const barePort = (bare.address() as AddressInfo).port
-
-const target = `https://localhost:${upstream.port}/v1/checks`
-const body = '{"amount":5}'
-
-/** Writes per second over kept-alive tunnels through `proxyPort`. */
-async function keepAlive(proxyPort: number, seconds: number): Promise<number> {
-  const agent = new ProxyAgent({
-    uri: `http://127.0.0.1:${proxyPort}`,
-    requestTls: { ca: made.certPem },
-    connections: CONNECTIONS,
+const rig = await startRig()
+try {
+  const upstreamCaFile = join(dir, 'upstream-ca.crt')
+  const upstream = await rig.start(['bench/support/https-upstream.ts', upstreamCaFile], 1)
+  const upstreamPort = upstream.port
+  const upstreamOrigin = `https://localhost:${upstreamPort}`
+  await rig.api(
+    '/v1/systems',
+    {
+      systemId: 'sys_billing',
+      kind: 'http',
+      upstream: upstreamOrigin,
+      caBundle: readFileSync(upstreamCaFile, 'utf8'),
+      credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BENCH_TOKEN' },
+      reads: 'pass',
+      routes: [{ method: 'POST', path: '/v1/checks', verb: 'verify' }],
+      tools: [],
+    },
+    rig.tenant.apiKey,
+  )
+  const gated = await rig.startProxy({
+    proxy: { tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key') } },
   })
-  const end = performance.now() + seconds * 1000
-  let done = 0
-  const worker = async () => {
-    while (performance.now() < end) {
+  const bare = await rig.start(
+    [
+      'bench/support/bare-tls-proxy.ts',
+      upstreamOrigin,
+      upstreamCaFile,
+      join(dir, 'ca.crt'),
+      join(dir, 'ca.key'),
+    ],
+    0,
+  )
+  const barePort = bare.port
+
+  const target = `https://localhost:${upstreamPort}/v1/checks`
+  const body = '{"amount":5}'
+
+  /** Writes per second over kept-alive tunnels through `proxyPort`. */
+  async function keepAlive(proxyPort: number, seconds: number): Promise<number> {
+    const agent = new ProxyAgent({
+      uri: `http://127.0.0.1:${proxyPort}`,
+      requestTls: { ca: made.certPem },
+      connections: CONNECTIONS,
+    })
+    const end = performance.now() + seconds * 1000
+    let done = 0
+    const worker = async () => {
+      while (performance.now() < end) {
+        const r = await request(target, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json' },
+          dispatcher: agent,
+        })
+        await r.body.text()
+        if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}`)
+        done++
+      }
+    }
+    await Promise.all(Array.from({ length: CONNECTIONS * 2 }, worker))
+    await agent.close()
+    return done / seconds
+  }
+
+  /** One write on a new tunnel and TLS connection; resumes `session` when given. Returns [ms, session]. */
+  function fresh(proxyPort: number, session?: Buffer): Promise<[number, Buffer | undefined]> {
+    const t0 = performance.now()
+    return new Promise((resolve, reject) => {
+      httpRequest({
+        host: '127.0.0.1',
+        port: proxyPort,
+        method: 'CONNECT',
+        path: `localhost:${upstreamPort}`,
+      })
+        .on('connect', (_res, socket) => {
+          let next: Buffer | undefined
+          const tls: ClientTls = tlsConnect({ socket, servername: 'localhost', ca: made.certPem, session })
+          tls.on('session', (s) => (next = s))
+          tls.on('error', reject)
+          tls.once('secureConnect', () => {
+            tls.write(
+              `POST /v1/checks HTTP/1.1\r\nHost: localhost:${upstreamPort}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+            )
+          })
+          let text = ''
+          tls.on('data', (d) => (text += d))
+          tls.on('end', () => {
+            if (!text.startsWith('HTTP/1.1 200')) return reject(new Error(text.slice(0, 80)))
+            resolve([performance.now() - t0, next ?? session])
+          })
+        })
+        .on('error', reject)
+        .end()
+    })
+  }
+
+  /** Mean latency of sequential writes over one kept-alive tunnel: the baseline of a handshake's cost. */
+  async function keptMean(proxyPort: number): Promise<number> {
+    const agent = new ProxyAgent({
+      uri: `http://127.0.0.1:${proxyPort}`,
+      requestTls: { ca: made.certPem },
+      connections: 1,
+    })
+    const once = async () => {
       const r = await request(target, {
         method: 'POST',
         body,
@@ -112,107 +148,76 @@ async function keepAlive(proxyPort: number, seconds: number): Promise<number> {
         dispatcher: agent,
       })
       await r.body.text()
-      if (r.statusCode !== 200) throw new Error(`status ${r.statusCode}`)
-      done++
     }
+    await once()
+    const t0 = performance.now()
+    for (let i = 0; i < FRESH; i++) await once()
+    const mean = (performance.now() - t0) / FRESH
+    await agent.close()
+    return mean
   }
-  await Promise.all(Array.from({ length: CONNECTIONS * 2 }, worker))
-  await agent.close()
-  return done / seconds
-}
 
-/** One write on a new tunnel and TLS connection; resumes `session` when given. Returns [ms, session]. */
-function fresh(proxyPort: number, session?: Buffer): Promise<[number, Buffer | undefined]> {
-  const t0 = performance.now()
-  return new Promise((resolve, reject) => {
-    httpRequest({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: `localhost:${upstream.port}` })
-      .on('connect', (_res, socket) => {
-        let next: Buffer | undefined
-        const tls: ClientTls = tlsConnect({ socket, servername: 'localhost', ca: made.certPem, session })
-        tls.on('session', (s) => (next = s))
-        tls.on('error', reject)
-        tls.once('secureConnect', () => {
-          tls.write(
-            `POST /v1/checks HTTP/1.1\r\nHost: localhost:${upstream.port}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
-          )
-        })
-        let text = ''
-        tls.on('data', (d) => (text += d))
-        tls.on('end', () => {
-          if (!text.startsWith('HTTP/1.1 200')) return reject(new Error(text.slice(0, 80)))
-          resolve([performance.now() - t0, next ?? session])
-        })
-      })
-      .on('error', reject)
-      .end()
-  })
-}
-
-/** Mean latency of sequential writes over one kept-alive tunnel: the baseline of a handshake's cost. */
-async function keptMean(proxyPort: number): Promise<number> {
-  const agent = new ProxyAgent({
-    uri: `http://127.0.0.1:${proxyPort}`,
-    requestTls: { ca: made.certPem },
-    connections: 1,
-  })
-  const once = async () => {
-    const r = await request(target, {
-      method: 'POST',
-      body,
-      headers: { 'content-type': 'application/json' },
-      dispatcher: agent,
-    })
-    await r.body.text()
+  async function freshMean(proxyPort: number, resume: boolean): Promise<number> {
+    let session: Buffer | undefined
+    let total = 0
+    for (let i = 0; i < FRESH; i++) {
+      const [ms, s] = await fresh(proxyPort, resume ? session : undefined)
+      session = s
+      total += ms
+    }
+    return total / FRESH
   }
-  await once()
-  const t0 = performance.now()
-  for (let i = 0; i < FRESH; i++) await once()
-  const mean = (performance.now() - t0) / FRESH
-  await agent.close()
-  return mean
-}
 
-async function freshMean(proxyPort: number, resume: boolean): Promise<number> {
-  let session: Buffer | undefined
-  let total = 0
-  for (let i = 0; i < FRESH; i++) {
-    const [ms, s] = await fresh(proxyPort, resume ? session : undefined)
-    session = s
-    total += ms
-  }
-  return total / FRESH
-}
-
-console.log(
-  `HTTPS writes, ${CONNECTIONS} tunnels, ${ROUNDS} alternating rounds of ${SECONDS} s, node ${process.version}`,
-)
-await keepAlive(barePort, 1)
-await keepAlive(gated.port, 1)
-const ratios: number[] = []
-for (let i = 0; i < ROUNDS; i++) {
-  const b = await keepAlive(barePort, SECONDS)
-  const g = await keepAlive(gated.port, SECONDS)
-  ratios.push(g / b)
+  rig.pauseControlPlane()
   console.log(
-    `round ${i + 1}: bare ${b.toFixed(0)}/s   gated ${g.toFixed(0)}/s   gated/bare ${(g / b).toFixed(2)}`,
+    `HTTPS writes, ${CONNECTIONS} tunnels, ${ROUNDS} alternating rounds of ${SECONDS} s, node ${process.version}; proxies on CPU 0, load, upstream, Redis and Postgres on CPU 1, control plane paused`,
   )
-}
-ratios.sort((a, b) => a - b)
-const median = ratios[Math.floor(ratios.length / 2)] as number
-for (const [name, port] of [
-  ['bare', barePort],
-  ['gated', gated.port],
-] as const) {
-  const kept = await keptMean(port)
-  const cold = await freshMean(port, false)
-  const resumed = await freshMean(port, true)
+  await keepAlive(barePort, 1)
+  await keepAlive(gated.port, 1)
+  const ratios: number[] = []
+  const cpuRatios: number[] = []
+  /** Keep-alive writes per second through `port`, and that proxy's CPU µs per write. */
+  const measured = async (port: number, pid: number | undefined) => {
+    const stop = measureCpu({ proxy: () => (pid ? [pid] : []) })
+    const rps = await keepAlive(port, SECONDS)
+    return { rps, cpuUs: ((stop().proxy ?? 0) * 1000) / (rps * SECONDS) }
+  }
+  for (let i = 0; i < ROUNDS; i++) {
+    const b = await measured(barePort, bare.child.pid)
+    const g = await measured(gated.port, gated.child.pid)
+    ratios.push(g.rps / b.rps)
+    cpuRatios.push(g.cpuUs / b.cpuUs)
+    console.log(
+      `round ${i + 1}: bare ${b.rps.toFixed(0)}/s (${b.cpuUs.toFixed(0)} µs CPU/write)   gated ${g.rps.toFixed(0)}/s (${g.cpuUs.toFixed(0)} µs CPU/write)   gated/bare ${(g.rps / b.rps).toFixed(2)}`,
+    )
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`
+  for (const [name, port] of [
+    ['bare', barePort],
+    ['gated', gated.port],
+  ] as const) {
+    const kept = await keptMean(port)
+    const cold = await freshMean(port, false)
+    const resumed = await freshMean(port, true)
+    console.log(
+      `${name}: one at a time, kept-alive tunnel ${kept.toFixed(2)} ms; new tunnel ${cold.toFixed(2)} ms, with session resumption ${resumed.toFixed(2)} ms; handshake cost per new connection ≈ ${(cold - kept).toFixed(2)} ms full, ${(resumed - kept).toFixed(2)} ms resumed`,
+    )
+  }
   console.log(
-    `${name}: one at a time, kept-alive tunnel ${kept.toFixed(2)} ms; new tunnel ${cold.toFixed(2)} ms, with session resumption ${resumed.toFixed(2)} ms; handshake cost per new connection ≈ ${(cold - kept).toFixed(2)} ms full, ${(resumed - kept).toFixed(2)} ms resumed`,
+    `gated/bare (keep-alive) writes per second: median ${median(ratios).toFixed(2)} (range ${range(ratios)})`,
   )
+  console.log(
+    `proxy CPU per write, gated/bare: median ${median(cpuRatios).toFixed(2)}x (range ${range(cpuRatios)})`,
+  )
+  const drained = await rig.drain()
+  console.log(
+    drained.left === 0
+      ? `drain after resuming the control plane: ${drained.queued} receipts in ${drained.seconds.toFixed(1)} s`
+      : `drain: ${drained.left} of ${drained.queued} receipts still queued after ${drained.seconds.toFixed(0)} s`,
+  )
+  console.log(`target: gated/bare >= 0.8 → ${median(ratios) >= 0.8 ? 'met' : 'NOT met'}`)
+} finally {
+  await rig.close()
 }
-console.log(
-  `gated/bare (keep-alive) median ${median.toFixed(2)} (range ${ratios[0]?.toFixed(2)}–${ratios.at(-1)?.toFixed(2)})`,
-)
-console.log(`target: gated/bare >= 0.8 → ${median >= 0.8 ? 'met' : 'NOT met'}`)
-for (const fn of cleanups.reverse()) await fn()
 process.exit(0)

@@ -3,6 +3,8 @@ import { Agent, createServer } from 'node:http'
 import { createProxyServer } from 'http-proxy-3'
 
 const target = process.argv[2] as string
+/** The path prefix gate-proxy routes by (a system id), stripped here as gate-proxy strips it. */
+const prefix = process.argv[3] ?? '/sys_billing'
 const agent = new Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, scheduling: 'lifo' })
 const proxy = createProxyServer({ target, agent, changeOrigin: true })
 proxy.on('error', (_err, _req, res) => {
@@ -10,7 +12,8 @@ proxy.on('error', (_err, _req, res) => {
   res.end()
 })
 const server = createServer((req, res) => {
-  req.url = (req.url ?? '/').replace(/^\/sys_billing/, '')
+  const url = req.url ?? '/'
+  req.url = url.startsWith(prefix) ? url.slice(prefix.length) || '/' : url
   proxy.web(req, res)
 })
 server.keepAliveTimeout = 65_000
