@@ -174,6 +174,26 @@ try {
   )
   await keepAlive(barePort, 1)
   await keepAlive(gated.port, 1)
+  /** Keep-alive writes per second straight to the upstream: this machine's direct figure. */
+  const direct = async (seconds: number) => {
+    const agent = new Agent({
+      connect: { ca: readFileSync(upstreamCaFile, 'utf8') },
+      connections: CONNECTIONS,
+    })
+    const end = performance.now() + seconds * 1000
+    let done = 0
+    const worker = async () => {
+      while (performance.now() < end) {
+        const r = await request(target, { method: 'POST', body, dispatcher: agent })
+        await r.body.text()
+        done++
+      }
+    }
+    await Promise.all(Array.from({ length: CONNECTIONS * 2 }, worker))
+    await agent.close()
+    return done / seconds
+  }
+  console.log(`direct (straight to the upstream, this machine): ${(await direct(SECONDS)).toFixed(0)}/s`)
   const ratios: number[] = []
   const cpuRatios: number[] = []
   /** Keep-alive writes per second through `port`, and that proxy's CPU µs per write. */

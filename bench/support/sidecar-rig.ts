@@ -1,6 +1,7 @@
 /**
  * gate-proxy as a sidecar sees it, for the benchmarks that compare it with a bare proxy: every
- * server is its own process running the built `dist/` (as the image does); the proxies get
+ * server is its own process running the built `dist/` (as the image does). Isolated (the
+ * default; bench:proxy's `--isolate`), the proxies get
  * CPU 0 to themselves and everything else (load, upstream, Redis, Postgres, this process) shares
  * CPU 1; the control plane, which runs on other hosts in a deployment, is paused (SIGSTOP) while
  * the timed rounds run, so proxy receipts wait durably in Redis, and afterwards the time it
@@ -23,6 +24,8 @@ const root = join(import.meta.dirname, '..', '..')
 const MAIN = join(root, 'dist', 'cli', 'main.js')
 
 export interface Rig {
+  /** The command line that runs `args` under node, pinned to `cpu` when isolated. */
+  onCpu(cpu: 0 | 1, args: string[]): [string, string[]]
   /** Starts `node --import tsx <args>` pinned to `cpu`; resolves with the port it prints as JSON. */
   start(
     args: string[],
@@ -75,7 +78,10 @@ async function withRedis<T>(fn: (r: import('ioredis').Redis) => Promise<T>): Pro
 }
 
 /** Builds `dist/`, creates a scratch database, starts the control plane and one tenant. */
-export async function startRig(opts: { settings?: Record<string, unknown> } = {}): Promise<Rig> {
+export async function startRig(
+  opts: { settings?: Record<string, unknown>; isolate?: boolean } = {},
+): Promise<Rig> {
+  const isolate = opts.isolate ?? true
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' })
   const children: ChildProcess[] = []
   const dbName = `wg_bench_${randomBytes(4).toString('hex')}`
@@ -85,11 +91,9 @@ export async function startRig(opts: { settings?: Record<string, unknown> } = {}
   dbUrl.pathname = `/${dbName}`
   const dir = mkdtempSync(join(tmpdir(), 'wg-bench-'))
   const prefix = `wgbench${randomBytes(3).toString('hex')}:`
-  pinServers('1')
-  const onCpu = (cpu: 0 | 1, args: string[]): [string, string[]] => [
-    'taskset',
-    ['-c', String(cpu), process.execPath, ...args],
-  ]
+  if (isolate) pinServers('1')
+  const onCpu = (cpu: 0 | 1, args: string[]): [string, string[]] =>
+    isolate ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args]
 
   const start: Rig['start'] = (args, cpu, env = {}) =>
     new Promise((resolve, reject) => {
@@ -177,6 +181,7 @@ export async function startRig(opts: { settings?: Record<string, unknown> } = {}
     })
 
   return {
+    onCpu,
     start,
     api,
     tenant,
@@ -229,9 +234,10 @@ export async function startRig(opts: { settings?: Record<string, unknown> } = {}
       return { queued: before, seconds: (performance.now() - t0) / 1000, left }
     },
     async close() {
-      try {
-        pinServers('0-1')
-      } catch {}
+      if (isolate)
+        try {
+          pinServers('0-1')
+        } catch {}
       for (const c of children) if (c.pid && c.exitCode === null) process.kill(c.pid, 'SIGCONT')
       // Stop every process before dropping its database.
       await Promise.all(
