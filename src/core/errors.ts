@@ -412,6 +412,12 @@ export const ERRORS = {
     'misdirected request: the Host is not the host this TLS connection was opened for',
     'gate-proxy: inside an intercepted TLS connection, a request whose Host names another host than the one of its CONNECT (and certificate). Nothing is decided or forwarded.',
   ),
+  toolsListUnfilterable: def(
+    'tools_list_unfilterable',
+    502,
+    "the MCP server's answer could not be read to leave out the tools this agent may not call",
+    'gate-proxy, on an MCP system with `filterToolsList`: the answer to a read was compressed, not JSON, over 16 MiB, or an event of its stream was not JSON, so the tools the agent may not call could not be taken out. It is not relayed (a stream already under way is cut).',
+  ),
   methodOverride: def(
     'method_override',
     400,
@@ -440,6 +446,7 @@ export const JSON_RPC_CODES: Readonly<Record<string, number>> = {
   credential_unavailable: -32007,
   not_enrolled: -32008,
   payload_too_large: -32009,
+  tools_list_unfilterable: -32010,
   unreadable_call: -32600,
 }
 

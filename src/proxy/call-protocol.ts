@@ -1,7 +1,10 @@
 import type { StagedFor, StagedRequest } from '../actions/action-stager.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import type { ErrorDef } from '../core/errors.js'
+import type { CompiledSnapshot } from '../core/snapshot.js'
+import type { Environment } from '../core/verbs.js'
 import type { Staged, WriteAnswer } from '../gate/gated-write.js'
+import type { MessageRewrite } from './mcp-tools-filter.js'
 
 /** A buffered request to a body-aware endpoint, as the protocol reads it. */
 export interface CallRequest {
@@ -48,4 +51,16 @@ export interface CallProtocol<Call> {
   stage(call: Call, calls: readonly Call[], f: StagedFor, request: StagedRequest): Staged | null
   /** The answer to `calls` when the request is not forwarded. */
   render(refusal: CallRefusal<Call>, calls: readonly Call[], req: CallRequest): CallResponse
+  /**
+   * How the system's answers to the key's reads are rewritten (MCP's `filterToolsList`), under
+   * the current snapshot; absent or null when they pass unchanged.
+   */
+  answerFilter?(system: SystemRecord): AnswerFilter | null
 }
+
+/** Builds an answer's rewrite for one key under one snapshot. */
+export type AnswerFilter = (
+  snap: CompiledSnapshot,
+  who: { keyId: string; environment: Environment | null },
+  nowSeconds: number,
+) => MessageRewrite

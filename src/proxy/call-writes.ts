@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { REPLAYED_HEADERS } from '../actions/staged-request.js'
+import { type Clock, nowSeconds } from '../core/clock.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
@@ -9,6 +10,7 @@ import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { KeyRef } from '../store/ports/hot-store.js'
 import type { CallProtocol, CallRefusal, CallRequest } from './call-protocol.js'
+import type { MessageRewrite } from './mcp-tools-filter.js'
 import { type LocalSystems, type ProxyContext, planCall } from './request-plan.js'
 import type { ParsedTarget } from './request-target.js'
 
@@ -21,6 +23,7 @@ export interface CallWritesDeps {
   /** MCP and GraphQL bodies are read whole to be decided; larger ones are refused (413). */
   maxBodyBytes: number
   logger: Logger
+  clock: Clock
   /**
    * gate-proxy's own: the resolved credential, or false once the refusal (503
    * credential_unavailable) has been answered, through `answer` when given (in the protocol's terms).
@@ -39,9 +42,16 @@ export interface CallWritesDeps {
     path: string,
     receiptId: string | null,
     buffered: Buffer,
+    answer?: RewrittenAnswer,
   ): void
   send(res: ServerResponse, status: number, contentType: string, body: string): void
   continueIfExpected(req: IncomingMessage, res: ServerResponse): void
+}
+
+/** An answer relayed rewritten, and the refusal to send when it cannot be read (before anything of it went out). */
+export interface RewrittenAnswer {
+  rewrite: MessageRewrite
+  unreadable(problem: string): void
 }
 
 export interface CallRequestContext {
@@ -201,7 +211,11 @@ export function createCallWrites(deps: CallWritesDeps) {
       system = (answer.context as Extract<ProxyContext, { kind: 'write' }>).system
     }
 
-    if (calls.length === 0) {
+    // Reads whose answers are filtered for the key (MCP's filterToolsList) are judged under the
+    // tenant's current version, as a read carrying the credential is.
+    const filter = read.reads > 0 ? (protocol.answerFilter?.(ctx.system) ?? null) : null
+    let answer: RewrittenAnswer | undefined
+    if (calls.length === 0 || filter) {
       // Nothing written: a read. With the credential, only while the key may act, judged
       // under the tenant's current version.
       const checked = await writes.run<ProxyContext>({
@@ -209,7 +223,7 @@ export function createCallWrites(deps: CallWritesDeps) {
         chargeQuota: false,
         plan: (_snap) => ({
           kind: 'settle',
-          confirm: ctx.system.credential !== undefined,
+          confirm: ctx.system.credential !== undefined || filter !== null,
           context: { kind: 'pass', system: ctx.system, path: target.path },
         }),
       })
@@ -220,7 +234,19 @@ export function createCallWrites(deps: CallWritesDeps) {
         if (barred)
           return refuse(refusal(ERRORS.revoked, ERRORS.revoked.message, { barred: barred.reason }), calls)
       }
-    } else if (system !== ctx.system) {
+      if (filter) {
+        const def = ERRORS.toolsListUnfilterable
+        answer = {
+          rewrite: filter(
+            checked.snapshot,
+            { keyId: tenant.keyId, environment: deps.environment },
+            nowSeconds(deps.clock),
+          ),
+          unreadable: (problem) => refuse(refusal(def, `${def.message}: ${problem}`, { problem }), calls),
+        }
+      }
+    }
+    if (calls.length > 0 && system !== ctx.system) {
       // The system changed while its calls were decided: inject what the deciding version names.
       credential = deps.credentialFor(res, system, { receiptId: receipts[0] }, (def, error, detail) =>
         refuse(refusal(def, error, detail), calls),
@@ -235,6 +261,7 @@ export function createCallWrites(deps: CallWritesDeps) {
       target.path,
       receipts.length > 0 ? receipts.join(', ') : null,
       body,
+      answer,
     )
   }
 }

@@ -11,9 +11,9 @@ import { Readable } from 'node:stream'
 import type { Server as TlsServer } from 'node:tls'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
-import type { Clock } from '../core/clock.js'
+import { type Clock, nowSeconds } from '../core/clock.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
-import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { ERRORS, type ErrorDef, JSON_RPC_CODES } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
@@ -25,7 +25,7 @@ import { BodyTooLarge, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { CallProtocol } from './call-protocol.js'
-import { createCallWrites } from './call-writes.js'
+import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
 import { graphqlProtocol } from './graphql-protocol.js'
 import { stripHopByHop } from './hop-by-hop.js'
 import { mcpProtocol } from './mcp-protocol.js'
@@ -34,6 +34,7 @@ import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
+import { relayRewritten } from './rewritten-response.js'
 import type { SystemCredentials } from './system-credentials.js'
 import type { TlsInterception } from './tls-interception.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
@@ -50,6 +51,8 @@ export const RECEIPT_HEADER = 'x-writegate-receipt'
 const STRIPPED = ['authorization', GRANT_HEADER, RECEIPT_HEADER, ...OVERRIDE_HEADERS]
 /** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
 const CLOSE_GRACE_MS = 2000
+/** An answer read whole to be rewritten (a tools/list result), or one event of a stream, is refused past this. */
+export const MAX_REWRITTEN_ANSWER_BYTES = 16 * 1024 * 1024
 
 export interface GateProxyDeps {
   writes: GatedWrites
@@ -98,6 +101,8 @@ type Forwarded = IncomingMessage & {
   wgStart?: number
   wgSystemId?: string
   wgContinued?: boolean
+  /** The answer is relayed rewritten (MCP's filterToolsList), not piped. */
+  wgRewrite?: RewrittenAnswer
 }
 
 /**
@@ -188,6 +193,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.headers[RECEIPT_HEADER] = r.wgReceipt
       if (r.wgStart !== undefined)
         metrics.observeUpstream(r.wgSystemId ?? '', (performance.now() - r.wgStart) / 1000)
+      const rewritten = r.wgRewrite
+      if (rewritten)
+        relayRewritten(proxyRes, res, rewritten.rewrite, {
+          maxBytes: MAX_REWRITTEN_ANSWER_BYTES,
+          unreadable(problem, headersSent) {
+            metrics.gateEvents.failedClosed({ reason: 'tools_list_unfilterable' })
+            logger.warn({ system: r.wgSystemId, problem }, 'MCP answer not relayed: it could not be filtered')
+            if (!headersSent) rewritten.unreadable(problem)
+          },
+        })
     })
     proxies.set(key, proxy)
     return proxy
@@ -201,6 +216,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     path: string,
     receiptId: string | null,
     buffered?: Buffer,
+    rewritten?: RewrittenAnswer,
   ): void {
     // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
     if (clientGone(req, res)) return
@@ -218,6 +234,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     r.wgSystemId = system.systemId
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
+    if (rewritten) {
+      r.wgRewrite = rewritten
+      // The answer is read to be rewritten: asked for uncompressed (one that comes compressed anyway is refused).
+      delete req.headers['accept-encoding']
+    }
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
@@ -240,7 +261,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       } else res.destroy()
     }
     const proxy = proxyFor(system.upstream, system.caBundle)
-    if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
+    // Per-request options cost a merge on every call: only the rare rewritten answer pays it.
+    if (rewritten)
+      proxy.web(
+        req,
+        res,
+        { selfHandleResponse: true, ...(buffered ? { buffer: Readable.from(buffered) } : {}) },
+        onError,
+      )
+    else if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
     else proxy.web(req, res, onError)
   }
 
@@ -276,6 +305,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     environment: deps.environment,
     maxBodyBytes: deps.maxInspectedBodyBytes,
     logger,
+    clock: deps.clock,
     credentialFor,
     forward,
     continueIfExpected,
@@ -417,6 +447,35 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         // snapshot was confirmed current by the gate).
         const barred = standingOf(answer.snapshot, tenant.keyId)
         if (barred) return sendRefusal(res, ERRORS.revoked, ERRORS.revoked.message, { barred: barred.reason })
+      }
+      // An MCP endpoint's event stream (GET, a resumption included) with filterToolsList:
+      // a tools/list result replayed on it is filtered as on the POST's answer.
+      const filter = c.protocol === 'mcp' ? mcpProtocol.answerFilter?.(c.system) : null
+      if (filter) {
+        const def = ERRORS.toolsListUnfilterable
+        const rewritten: RewrittenAnswer = {
+          rewrite: filter(
+            answer.snapshot,
+            { keyId: tenant.keyId, environment: deps.environment },
+            nowSeconds(deps.clock),
+          ),
+          unreadable: (problem) =>
+            sendJson(
+              res,
+              def.status,
+              {
+                jsonrpc: '2.0',
+                id: null,
+                error: {
+                  code: JSON_RPC_CODES[def.code],
+                  message: `writegate: ${def.message}: ${problem}`,
+                  data: { code: def.code, decision: 'DENY', reason: def.code, status: def.status, problem },
+                },
+              },
+              { connection: 'close' },
+            ),
+        }
+        return forward(req, res, c.system, credential, c.path, null, undefined, rewritten)
       }
       return forward(req, res, c.system, credential, c.path, null)
     }

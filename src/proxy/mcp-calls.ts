@@ -96,3 +96,9 @@ export function mapMcpCall(
   }
   return null
 }
+
+/** The verb the first tool route matching `tool` maps it to; null when no route maps it. */
+export function toolVerb(binding: McpBinding, tool: string): string | null {
+  for (const r of binding.tools) if (globMatcher(r.name)(tool)) return r.verb
+  return null
+}

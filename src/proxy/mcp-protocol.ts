@@ -2,6 +2,7 @@ import { stageHttpRequest } from '../actions/action-stager.js'
 import { JSON_RPC_CODES, JSON_RPC_OTHER } from '../core/errors.js'
 import type { CallProtocol, CallRefusal, CallRequest } from './call-protocol.js'
 import { type McpCall, mapMcpCall, readMcpRequest } from './mcp-calls.js'
+import { offeredTools, toolsListFilter } from './mcp-tools-filter.js'
 
 /**
  * MCP (Streamable HTTP) through gate-proxy: every `tools/call` in a POST is decided; one that
@@ -31,6 +32,12 @@ export const mcpProtocol: CallProtocol<McpCall> = {
     // call is its one write.
     if (calls.length !== 1) return null
     return stageHttpRequest(f, request, { mcp: { tool: call.tool } })
+  },
+
+  answerFilter(system) {
+    const binding = system.mcp
+    if (!binding?.filterToolsList) return null
+    return (snap, who, now) => toolsListFilter(offeredTools(snap, binding, who, now))
   },
 
   render(refusal, calls, req) {

@@ -8,8 +8,11 @@ import type { ParsedTarget } from './request-target.js'
 export type ProxyContext =
   /** Refused before any decision: nothing forwarded, no receipt. */
   | { kind: 'refused'; def: ErrorDef; error: string }
-  /** An ungated read: forwarded (after a standing check when it carries a credential). */
-  | { kind: 'pass'; system: SystemRecord; path: string }
+  /**
+   * An ungated read: forwarded (after a standing check when it carries a credential).
+   * `protocol`: a read of an MCP endpoint (its event stream), whose answers may be filtered.
+   */
+  | { kind: 'pass'; system: SystemRecord; path: string; protocol?: 'mcp' }
   /** A write (or a gated read) mapped to a verb by the system's routes: decided, then forwarded on ALLOW. */
   | { kind: 'write'; system: SystemRecord; path: string }
   /** A request to an MCP or GraphQL endpoint: its body must be read, and each call in it decided. */
@@ -82,11 +85,9 @@ export function planProxyRequest(
   const route = compiled.routes.match(method, target.path)
   // DELETE on an MCP endpoint ends the agent's session (Streamable HTTP): no write of the
   // upstream's data, so it passes as a read does, unless a route maps it.
-  const read =
-    isRead(method) ||
-    (method === 'DELETE' &&
-      system.kind === 'mcp' &&
-      compiled.endpoint?.match(target.path.split('?')[0] as string))
+  const onMcpEndpoint =
+    system.kind === 'mcp' && (compiled.endpoint?.match(target.path.split('?')[0] as string) ?? null) !== null
+  const read = isRead(method) || (method === 'DELETE' && onMcpEndpoint)
   if (route)
     return {
       kind: 'decide',
@@ -100,8 +101,10 @@ export function planProxyRequest(
       kind: 'settle',
       // A read that carries the injected credential is refused once the key is revoked, so
       // its standing is judged under the current version.
-      confirm: system.credential !== undefined,
-      context: { kind: 'pass', system, path: target.path },
+      confirm: system.credential !== undefined || (onMcpEndpoint && system.mcp?.filterToolsList === true),
+      context: onMcpEndpoint
+        ? { kind: 'pass', system, path: target.path, protocol: 'mcp' }
+        : { kind: 'pass', system, path: target.path },
     }
   return {
     kind: 'settle',

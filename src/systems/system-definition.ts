@@ -149,11 +149,8 @@ export const mcpBindingSchema = z
   .object({
     endpoint: pathPattern.default('/mcp'),
     tools: z.array(mcpToolRoute).max(SYSTEM_LIMITS.routesPerSystem).default([]),
-    // Filtering tools/list answers by the agent's policy is not built yet: refused rather than
-    // accepted and ignored, so no one relies on a filter that is not there.
-    filterToolsList: z
-      .literal(false, { message: 'filtering tools/list answers is not supported yet: leave it false' })
-      .default(false),
+    /** Leave out of tools/list answers the tools whose verb the agent's policy denies, and unmapped ones. */
+    filterToolsList: z.boolean().default(false),
   })
   .strict()
 

@@ -16,9 +16,13 @@ export interface McpUpstream {
 
 /**
  * A real MCP server (the SDK's McpServer over its Streamable HTTP transport, stateful: one
- * session per initialize), with a few GitHub-like tools that record when they run.
+ * session per initialize), with a few GitHub-like tools that record when they run. It answers
+ * a POST with an event stream, or with `jsonResponse` as application/json.
  */
-export async function startMcpUpstream(t: Test): Promise<McpUpstream> {
+export async function startMcpUpstream(
+  t: Test,
+  opts: { jsonResponse?: boolean } = {},
+): Promise<McpUpstream> {
   const executed: string[] = []
   const seen: McpUpstream['seen'] = []
   const transports = new Map<string, StreamableHTTPServerTransport>()
@@ -76,6 +80,8 @@ export async function startMcpUpstream(t: Test): Promise<McpUpstream> {
       }
       const created = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
+        // Answers as application/json instead of an event stream per POST.
+        enableJsonResponse: opts.jsonResponse === true,
         onsessioninitialized: (id) => {
           transports.set(id, created)
         },
