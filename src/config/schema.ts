@@ -204,6 +204,11 @@ export const settingsSchema = z
              * enrolled system; unset, none. Needs the CA files.
              */
             port: port.optional(),
+            /**
+             * Transparent mode: the port a connection whose SNI is on proxy.passthrough is
+             * tunnelled to, opaque (the port agents' traffic was redirected from).
+             */
+            passthroughPort: num((n) => n.int().min(1).max(65535)).default(443),
           })
           .strict()
           .refine((t) => (t.caCertFile === undefined) === (t.caKeyFile === undefined), {

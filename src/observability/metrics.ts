@@ -24,6 +24,8 @@ export interface Metrics {
   tlsRefused(reason: string): void
   /** A CONNECT terminated by the proxy's interception CA. */
   tlsIntercepted(): void
+  /** A connection on the TLS port tunnelled opaque (its SNI on the pass-through list). */
+  tlsPassedThrough(): void
 }
 
 const LATENCY_BUCKETS = [
@@ -69,6 +71,11 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     name: 'writegate_tls_refused_total',
     help: 'Intercepted TLS connections refused or cut, by reason',
     labelNames: ['reason'],
+    registers: [registry],
+  })
+  const tlsPassedThrough = new Counter({
+    name: 'writegate_tls_passed_through_total',
+    help: 'Connections on the TLS port tunnelled opaque and ungated (SNI on proxy.passthrough)',
     registers: [registry],
   })
   const tlsIntercepted = new Counter({
@@ -146,5 +153,6 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     },
     tlsRefused: (reason) => tlsRefused.inc({ reason }),
     tlsIntercepted: () => tlsIntercepted.inc(),
+    tlsPassedThrough: () => tlsPassedThrough.inc(),
   }
 }

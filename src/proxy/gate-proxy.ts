@@ -5,10 +5,9 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http'
-import { connect, type Socket } from 'node:net'
+import { connect, type Server as NetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { Readable } from 'node:stream'
-import type { Server as TlsServer } from 'node:tls'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
@@ -61,8 +60,10 @@ export interface GateProxyDeps {
   identity: ProxyIdentity
   /** Systems of a deprecated route table file, for the proxy's tenant. */
   local: (tenantId: string) => LocalSystems
-  /** Hosts a CONNECT tunnel may reach, ungated. */
+  /** Hosts (or host:port) a CONNECT tunnel, or a connection on the TLS port, may reach, ungated. */
   passthrough: ReadonlySet<string>
+  /** Transparent mode: the port a pass-through connection on the TLS port is tunnelled to. */
+  tlsPassthroughPort?: number
   /** Keep-alive connections to an upstream origin. */
   agentFor: (origin: URL, caBundle?: string) => HttpAgent
   /** TLS interception of CONNECTs to enrolled https upstreams; null without an interception CA. */
@@ -542,6 +543,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     tunnel(socket, head, authority, host, port)
   }
 
+  /** Whether an opaque, ungated tunnel to `host:port` is allowed: the host (at 443) or host:port is on the list. */
+  function passesThrough(host: string, port: string): boolean {
+    return deps.passthrough.has(`${host}:${port}`) || (port === '443' && deps.passthrough.has(host))
+  }
+
   function tunnel(
     socket: Socket,
     head: Buffer,
@@ -549,7 +555,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     host: string | undefined,
     port: string | undefined,
   ) {
-    const allowed = deps.passthrough.has(authority) || (port === '443' && deps.passthrough.has(host ?? ''))
+    const allowed =
+      deps.passthrough.has(authority) || (host !== undefined && passesThrough(host, port ?? '443'))
     if (!allowed || !host) {
       // Closed once answered (the socket is ours now, and half-open until the client closes),
       // and a client that resets it meanwhile is handled by the server guard.
@@ -557,11 +564,17 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       endAndClose(socket, rawJsonAnswer(status, body))
       return
     }
-    const upstream = connect(Number(port ?? 443), host, () => {
-      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+    splice(socket, head, host, Number(port ?? 443), 'HTTP/1.1 200 Connection Established\r\n\r\n')
+  }
+
+  /** Joins the agent's socket to `host:port`, bytes both ways, `head` (what the agent sent already) first. */
+  function splice(socket: Socket, head: Buffer, host: string, port: number, established?: string): void {
+    const upstream = connect(port, host, () => {
+      if (established) socket.write(established)
       if (head.length > 0) upstream.write(head)
       upstream.pipe(socket)
       socket.pipe(upstream)
+      socket.resume()
     })
     const kill = () => {
       upstream.destroy()
@@ -585,7 +598,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   server.on('checkContinue', onRequest)
   server.on('connect', onConnect)
 
-  let tlsServer: TlsServer | undefined
+  let tlsServer: NetServer | undefined
   const api: GateProxy = {
     server,
     async listen(port, host) {
@@ -599,10 +612,23 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     async listenTls(port, host) {
       const interception = deps.interception
       if (!interception) throw new Error('no interception CA: proxy.tls.caCertFile and caKeyFile')
-      // The SNI names the host; the port the client meant is not known here (redirected from 443).
-      tlsServer = interception.tlsServer(
-        (h) => enrolledHttps(h, null),
+      // The SNI names the host; the port the client meant is not known here (redirected from
+      // 443): an enrolled https host is intercepted, a pass-through one tunnelled to passthroughPort.
+      const passthroughPort = deps.tlsPassthroughPort ?? 443
+      tlsServer = interception.tlsPort(
+        async (h) =>
+          (await enrolledHttps(h, null))
+            ? 'intercept'
+            : deps.passthrough.has(h) || deps.passthrough.has(`${h}:${passthroughPort}`)
+              ? 'tunnel'
+              : 'refuse',
         (tls) => server.emit('connection', tls),
+        (socket, hello, h) => {
+          tunnels.add(socket)
+          socket.once('close', () => tunnels.delete(socket))
+          deps.metrics.tlsPassedThrough()
+          splice(socket, hello, h, passthroughPort)
+        },
       )
       const listening = tlsServer
       await new Promise<void>((resolve, reject) => {

@@ -205,6 +205,7 @@ export async function startProxy(
     passthrough: new Set(
       [...(routesFile?.passthrough ?? []), ...settings.proxy.passthrough].map((h) => h.toLowerCase()),
     ),
+    tlsPassthroughPort: settings.proxy.tls.passthroughPort,
     agentFor: (origin, caBundle) => agents.agentFor(origin, caBundle),
     interception: await interceptionOf(settings, parts),
     credentials,

@@ -1,8 +1,12 @@
-import type { Socket } from 'node:net'
-import { createServer as createTlsServer, TLSSocket, type Server as TlsServer } from 'node:tls'
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net'
+import { createServer as createTlsServer, TLSSocket } from 'node:tls'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
+import { readClientHello } from '../tls/client-hello.js'
 import type { LeafMinter } from '../tls/leaf-minter.js'
+
+/** What the TLS port does with a connection, by the SNI of its ClientHello. */
+export type TlsPortRoute = 'intercept' | 'tunnel' | 'refuse'
 
 export interface TlsInterception {
   /**
@@ -24,10 +28,17 @@ export interface TlsInterception {
    */
   authorityOf(socket: unknown): { host: string; port: number | null } | undefined
   /**
-   * Transparent mode: a TLS server whose ClientHello's SNI picks the host. No SNI, or a host
-   * `enrolled` refuses, fails the handshake; a secure connection goes to `serve`.
+   * Transparent mode's TLS port. The ClientHello is read before any handshake, and its SNI
+   * routes the connection: `intercept` (an enrolled https host) terminates it with a minted
+   * leaf and hands the secure connection to `serve`; `tunnel` (a pass-through host) hands the
+   * raw socket and the hello to `tunnel`, opaque and ungated; no SNI, `refuse`, or bytes that
+   * are not a ClientHello close it. Only an intercepted connection is decrypted.
    */
-  tlsServer(enrolled: (host: string) => Promise<boolean>, serve: (tls: TLSSocket) => void): TlsServer
+  tlsPort(
+    route: (host: string) => Promise<TlsPortRoute>,
+    serve: (tls: TLSSocket) => void,
+    tunnel: (socket: Socket, hello: Buffer, host: string) => void,
+  ): NetServer
 }
 
 export function createTlsInterception(deps: {
@@ -40,15 +51,16 @@ export function createTlsInterception(deps: {
   const authorities = new WeakMap<object, { host: string; port: number | null }>()
 
   return {
-    tlsServer(enrolled, serve) {
-      const server = createTlsServer({
+    tlsPort(route, serve, tunnel) {
+      const terminating = createTlsServer({
         ALPNProtocols: ['http/1.1'],
         handshakeTimeout: deps.handshakeTimeoutMs,
         SNICallback: (servername, done) => {
+          // Routed on this name already; asked again in case the state changed in between.
           const host = servername.toLowerCase()
-          enrolled(host)
-            .then(async (ok) => {
-              if (!ok) {
+          route(host)
+            .then(async (how) => {
+              if (how !== 'intercept') {
                 metrics.tlsRefused('sni_not_enrolled')
                 return done(new Error(`${host} is no enrolled https host`))
               }
@@ -60,20 +72,57 @@ export function createTlsInterception(deps: {
             })
         },
       })
-      // Errors before the handshake completes (no SNI, an untrusting client, garbage, a stall).
-      server.on('tlsClientError', (err, socket) => {
+      // Errors before the handshake completes (an untrusting client, a stall).
+      terminating.on('tlsClientError', (err, socket) => {
         metrics.tlsRefused(/timed? ?out/i.test(err.message) ? 'handshake_timeout' : 'handshake_failed')
         logger.debug({ code: (err as NodeJS.ErrnoException).code }, 'TLS port: handshake refused')
         socket.destroy()
       })
-      server.on('secureConnection', (tls: TLSSocket) => {
+      terminating.on('secureConnection', (tls: TLSSocket) => {
         const host = (tls as TLSSocket & { servername?: string | false }).servername
         if (!host) return tls.destroy()
         authorities.set(tls, { host: host.toLowerCase(), port: null })
         metrics.tlsIntercepted()
         serve(tls)
       })
-      return server
+
+      return createNetServer((socket) => {
+        socket.on('error', () => socket.destroy())
+        let held: Buffer = Buffer.alloc(0)
+        const refuse = (reason: string) => {
+          metrics.tlsRefused(reason)
+          socket.destroy()
+        }
+        const stalled = setTimeout(() => refuse('handshake_timeout'), deps.handshakeTimeoutMs)
+        stalled.unref()
+        socket.once('close', () => clearTimeout(stalled))
+        const onData = (chunk: Buffer) => {
+          held = held.length === 0 ? chunk : Buffer.concat([held, chunk])
+          const hello = readClientHello(held)
+          if (hello.kind === 'incomplete') return
+          socket.removeListener('data', onData)
+          socket.pause()
+          clearTimeout(stalled)
+          if (hello.kind === 'not_tls') return refuse('handshake_failed')
+          const host = hello.serverName
+          if (host === null) return refuse('no_sni')
+          route(host).then(
+            (how) => {
+              if (socket.destroyed) return
+              if (how === 'refuse') return refuse('sni_not_enrolled')
+              if (how === 'tunnel') return tunnel(socket, held, host)
+              // The TLS server reads the hello again from the socket's buffer.
+              socket.unshift(held)
+              terminating.emit('connection', socket)
+            },
+            (err: Error) => {
+              logger.warn({ host, err: err.message }, 'TLS port: routing a connection failed')
+              refuse('handshake_failed')
+            },
+          )
+        }
+        socket.on('data', onData)
+      })
     },
 
     authorityOf: (socket) => (socket && typeof socket === 'object' ? authorities.get(socket) : undefined),

@@ -430,3 +430,69 @@ except urllib.error.HTTPError as e:
     },
   )
 })
+
+t.test('transparent mode: an SNI on the pass-through list is tunnelled opaque, others closed', async (t) => {
+  // The pass-through target: an https server whose own CA is all the client trusts, so a
+  // completed request proves the proxy did not terminate the connection.
+  const outside = await startHttpsUpstream(t)
+  const dir = mkdtempSync(join(tmpdir(), 'wg-tls-pass-'))
+  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
+  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
+  writeFileSync(join(dir, 'outside.crt'), outside.caPem)
+  // The billing systems' upstream is plain http on 127.0.0.1: no https system on localhost.
+  const bench = await startBillingProxy(t, {
+    proxy: {
+      passthrough: ['localhost'],
+      tls: {
+        caCertFile: join(dir, 'ca.crt'),
+        caKeyFile: join(dir, 'ca.key'),
+        port: 0,
+        passthroughPort: outside.port,
+      },
+    },
+  })
+  const tlsPort = bench.proxy.tlsPort as number
+  const through = (name: string, cacert: string) =>
+    run('curl', [
+      '-s',
+      '-o',
+      '-',
+      '-w',
+      '\n%{http_code}',
+      '--noproxy',
+      '*',
+      '--connect-to',
+      `${name}:443:127.0.0.1:${tlsPort}`,
+      '--cacert',
+      cacert,
+      '-X',
+      'POST',
+      '-d',
+      '{}',
+      `https://${name}/anything`,
+    ])
+  const passed = await through('localhost', join(dir, 'outside.crt'))
+  t.equal(passed.stdout.trim().split('\n').at(-1), '200', passed.stderr)
+  t.same(
+    outside.received.map((r) => [r.method, r.url]),
+    [['POST', '/anything']],
+    'it reached the host, ungated and unchanged',
+  )
+  t.notOk(outside.received[0]?.headers['x-writegate-receipt'], 'no decision was made for it')
+  const receipts = await bench.cp.database.sql<{ n: number }[]>`select count(*)::int as n from receipts
+    where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK'`
+  t.equal(receipts[0]?.n, 0)
+  const intercepted = await through('localhost', join(dir, 'ca.crt'))
+  t.not(intercepted.code, 0, 'the interception CA is not what answered')
+
+  const other = await through('example.invalid', join(dir, 'outside.crt'))
+  t.not(other.code, 0, 'an SNI neither enrolled nor on the list: closed')
+  const noSni = await run('openssl', ['s_client', '-connect', `127.0.0.1:${tlsPort}`, '-noservername'])
+  t.match(noSni.stdout, /no peer certificate available/, 'no SNI: closed before any certificate')
+  t.equal(outside.received.length, 1, 'neither reached the host')
+  const metrics = await bench.cp.metrics.registry.metrics()
+  t.match(metrics, /writegate_tls_passed_through_total(\{[^}]*\})? 2\b/)
+  t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="no_sni"/)
+  t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="sni_not_enrolled"/)
+})
