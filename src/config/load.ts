@@ -33,6 +33,7 @@ export const ENV_OVERRIDES: Record<string, { path: string[]; list?: boolean }> =
   WRITEGATE_DATABASE_URL: { path: ['database', 'url'] },
   WRITEGATE_DATA_DIR: { path: ['dataDir'] },
   WRITEGATE_REDIS_URL: { path: ['redis', 'url'] },
+  WRITEGATE_REDIS_MODE: { path: ['redis', 'mode'] },
   WRITEGATE_LOG_LEVEL: { path: ['log', 'level'] },
   WRITEGATE_MASTER_KEY_FILE: { path: ['secrets', 'masterKeyFile'] },
   WRITEGATE_SYSTEMS_FILE: { path: ['systemsFile'] },

@@ -252,6 +252,8 @@ export const settingsSchema = z
           .string()
           .regex(/^[A-Za-z0-9:_-]*$/)
           .default('wg:'),
+        /** `cluster`: `url` is a seed node of a Redis Cluster (tenants' keys spread over its masters by hash tag). */
+        mode: z.enum(['standalone', 'cluster']).default('standalone'),
       })
       .strict()
       .prefault({}),

@@ -1,7 +1,6 @@
 import { type KeyObject, randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
-import type { Redis } from 'ioredis'
 import { createActionStager } from '../actions/action-stager.js'
 import { createApprovalLimiter } from '../actions/approval-limiter.js'
 import { createApprovalService } from '../actions/approval-service.js'
@@ -52,7 +51,7 @@ import {
 } from '../store/postgres/connect.js'
 import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
 import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
-import { connectRedis } from '../store/redis/connect.js'
+import { connectRedis, type RedisClient } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
@@ -225,9 +224,13 @@ export async function createControlPlane(
 
     let rateLimits: RateLimitStore = createMemoryRateLimitStore()
     let hot: HotStore | undefined = overrides.hot
-    let redis: Redis | undefined
+    let redis: RedisClient | undefined
     if (settings.redis.url) {
-      const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
+      const redisOpts = {
+        url: settings.redis.url,
+        keyPrefix: settings.redis.keyPrefix,
+        cluster: settings.redis.mode === 'cluster',
+      }
       redis = connectRedis(redisOpts, 'commands', logger)
       const subscriber = connectRedis(redisOpts, 'subscriber', logger)
       cleanups.push(async () => {

@@ -280,7 +280,11 @@ export async function startProxyProcess(
     )
   const logger = overrides.logger ?? createLogger(settings.log.level)
   const clock = overrides.clock ?? systemClock
-  const redisOpts = { url: settings.redis.url, keyPrefix: settings.redis.keyPrefix }
+  const redisOpts = {
+    url: settings.redis.url,
+    keyPrefix: settings.redis.keyPrefix,
+    cluster: settings.redis.mode === 'cluster',
+  }
   const redis = connectRedis(redisOpts, 'commands', logger)
   const subscriber = connectRedis(redisOpts, 'subscriber', logger)
   // Connect before the first lookup (a healthy start logs nothing), but do not wait long: a

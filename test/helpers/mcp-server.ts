@@ -19,10 +19,7 @@ export interface McpUpstream {
  * session per initialize), with a few GitHub-like tools that record when they run. It answers
  * a POST with an event stream, or with `jsonResponse` as application/json.
  */
-export async function startMcpUpstream(
-  t: Test,
-  opts: { jsonResponse?: boolean } = {},
-): Promise<McpUpstream> {
+export async function startMcpUpstream(t: Test, opts: { jsonResponse?: boolean } = {}): Promise<McpUpstream> {
   const executed: string[] = []
   const seen: McpUpstream['seen'] = []
   const transports = new Map<string, StreamableHTTPServerTransport>()

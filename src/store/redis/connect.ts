@@ -1,10 +1,15 @@
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import type { Logger } from '../../observability/logger.js'
+
+/** A connection to one Redis, or to a Redis Cluster: the hot store speaks to either alike. */
+export type RedisClient = Redis | Cluster
 
 export interface RedisOptions {
   url: string
   /** Prepended to every key (outside the `{tenant}` hash tag), so several deployments can share a server. */
   keyPrefix: string
+  /** `url` is a seed node of a Redis Cluster; every key a command or script names shares one slot. */
+  cluster?: boolean
 }
 
 /**
@@ -16,17 +21,33 @@ export function connectRedis(
   opts: RedisOptions,
   role: 'commands' | 'subscriber' = 'commands',
   logger?: Logger,
-): Redis {
-  const redis = new Redis(opts.url, {
+): RedisClient {
+  const common = {
     lazyConnect: true,
     enableOfflineQueue: role === 'subscriber',
+    // No auto-pipelining: the hot store batches its commits itself (commit-batcher.ts), and
+    // a pipeline per tick only adds work to each of the other commands, which run one at a time.
+  }
+  const perNode = {
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: 2000,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-    // No auto-pipelining: the hot store batches its commits itself (commit-batcher.ts), and
-    // a pipeline per tick only adds work to each of the other commands, which run one at a time.
-  })
+  }
+  const retry = (times: number) => Math.min(times * 100, 1000)
+  let redis: RedisClient
+  if (opts.cluster) {
+    const seed = new URL(opts.url)
+    redis = new Cluster([{ host: seed.hostname, port: Number(seed.port || 6379) }], {
+      ...common,
+      clusterRetryStrategy: retry,
+      redisOptions: {
+        ...perNode,
+        ...(seed.username ? { username: decodeURIComponent(seed.username) } : {}),
+        ...(seed.password ? { password: decodeURIComponent(seed.password) } : {}),
+        ...(seed.protocol === 'rediss:' ? { tls: {} } : {}),
+      },
+    })
+  } else redis = new Redis(opts.url, { ...common, ...perNode, retryStrategy: retry })
   let lastLogged = 0
   // Before the first connection, a failure is the start-up's to report (one line).
   let wasReady = false

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis'
 import type { TenantSnapshot } from '../../core/snapshot.js'
 import type {
   CommitResult,
@@ -10,6 +9,7 @@ import type {
   ReceiptQueue,
 } from '../ports/hot-store.js'
 import { createCommitBatcher } from './commit-batcher.js'
+import type { RedisClient } from './connect.js'
 import { COMMIT, PUBLISH, RELEASE } from './hot-store-scripts.js'
 
 /** Quota counters outlive their month by a few days, then expire on their own. */
@@ -22,7 +22,7 @@ const HINT_INTERVAL_MS = 50
 /** Commits per script call at most (each is a few Redis commands; Redis serves no one else meanwhile). */
 const MAX_COMMIT_BATCH = 64
 
-type Commands = Redis & {
+type Commands = RedisClient & {
   wgPublish(
     ver: string,
     snap: string,
@@ -37,9 +37,9 @@ type Commands = Redis & {
 
 export interface RedisHotStoreOptions {
   /** Command connection (fail-fast: no offline queue). */
-  redis: Redis
+  redis: RedisClient
   /** A dedicated connection for SUBSCRIBE (a subscribed connection can run nothing else). */
-  subscriber: Redis
+  subscriber: RedisClient
   keyPrefix: string
   nowSeconds: () => number
   /** Entries a consumer held this long without acknowledging are claimed by another drainer. */

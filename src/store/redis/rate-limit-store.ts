@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis'
 import type { RateLimitStore } from '../ports/rate-limit.js'
+import type { RedisClient } from './connect.js'
 
 /** One atomic script per hit: trim the window, count, and record only when allowed. */
 const HIT = `
@@ -19,7 +19,7 @@ redis.call('PEXPIRE', key, window)
 return {1, limit - n - 1, 0}
 `
 
-export function createRedisRateLimitStore(redis: Redis, keyPrefix: string): RateLimitStore {
+export function createRedisRateLimitStore(redis: RedisClient, keyPrefix: string): RateLimitStore {
   let seq = 0
   return {
     async hit(bucket, limit, windowSeconds, nowMs) {
