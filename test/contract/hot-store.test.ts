@@ -6,6 +6,7 @@ import type { DurablePayload, HotStore } from '../../src/store/ports/hot-store.j
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestRedis } from '../helpers/redis.js'
+import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
 
 const clock = new ManualClock(Date.UTC(2026, 10, 21))
@@ -295,10 +296,8 @@ async function openRedisHotStore(t: Test) {
   return { tr, redis, hot }
 }
 
-t.test('hot store contract: real Redis', async (t) => {
-  const { tr, redis, hot } = await openRedisHotStore(t)
-  await suite(t, hot, [])
-
+/** The receipt queue of a Redis hot store (standalone or cluster): durable until acknowledged. */
+function receiptQueueSuite(t: Test, hot: HotStore) {
   t.test(
     'redis: committed receipts wait in the queue until acknowledged; a crashed drainer is claimed from',
     async (t) => {
@@ -343,6 +342,13 @@ t.test('hot store contract: real Redis', async (t) => {
       off()
     },
   )
+}
+
+t.test('hot store contract: real Redis', async (t) => {
+  const { tr, redis, hot } = await openRedisHotStore(t)
+  await suite(t, hot, [])
+
+  receiptQueueSuite(t, hot)
 
   t.test('redis: the commits of one turn share one script call per tenant, 64 at most', async (t) => {
     const ten = tenant()
@@ -384,4 +390,66 @@ t.test('redis: draining a tenant that never queued anything creates nothing', as
   const { tr, redis, hot } = await openRedisHotStore(t)
   t.same(await hot.receiptQueue?.read('ten_quiet', 'd1', 10), [])
   t.same(await redis.keys(`${tr.prefix}*`), [], 'no stream or group was made for it')
+})
+
+t.test('hot store contract: real Redis Cluster, three masters', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const opts = { url: cluster.url, keyPrefix: 'wgc:', cluster: true }
+  const redis = connectRedis(opts)
+  const subscriber = connectRedis(opts, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({ redis, subscriber, keyPrefix: 'wgc:', nowSeconds: now, claimIdleMs: 100 })
+  t.teardown(async () => {
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+  })
+  await suite(t, hot, [])
+  receiptQueueSuite(t, hot)
+
+  t.test("cluster: tenants' keys spread over the masters, each tenant's in one slot", async (t) => {
+    const tenants = Array.from({ length: 12 }, () => tenant())
+    for (const ten of tenants) {
+      await hot.publish(snapshot(ten, 1))
+      await hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: quota(5),
+        grantCandidates: [{ grantId: 'grt_x', expiresAt: now() + 600 }],
+        durable: { otherwise: pl([receipt(ten, 'c')]) },
+      })
+    }
+    const byNode = await Promise.all(cluster.client.nodes('master').map((node) => node.keys('wgc:*')))
+    t.ok(byNode.filter((keys) => keys.length > 0).length >= 2, 'more than one master holds tenant keys')
+    for (const ten of tenants) {
+      const keys = byNode.flat().filter((k) => k.includes(`{${ten}}`))
+      t.ok(keys.length >= 5, `${ten}: version, snapshot, quota, grant marker and stream`)
+      const slots = new Set(
+        await Promise.all(keys.map((k) => cluster.client.cluster('KEYSLOT', k) as Promise<number>)),
+      )
+      t.equal(slots.size, 1, `${ten}: all its keys in one slot`)
+    }
+  })
+
+  t.test(
+    "cluster: a script naming two tenants' keys is refused (CROSSSLOT): the tags are what keep commits whole",
+    async (t) => {
+      const [a, b] = [tenant(), tenant()]
+      let err: unknown = null
+      for (let i = 0; i < 20 && err === null; i++) {
+        // Two tenants may hash to one slot by chance; another pair is tried until they do not.
+        const x = `wgc:{${a}${i}}:ver`
+        const y = `wgc:{${b}${i}}:ver`
+        const sx = (await cluster.client.cluster('KEYSLOT', x)) as number
+        const sy = (await cluster.client.cluster('KEYSLOT', y)) as number
+        if (sx === sy) continue
+        err = await cluster.client.eval("return redis.call('GET', KEYS[1])", 2, x, y).then(
+          () => 'no error',
+          (e: Error) => e,
+        )
+      }
+      t.match(String(err), /CROSSSLOT|same slot/)
+    },
+  )
 })

@@ -10,6 +10,7 @@ import { openTestDatabase, type TestDatabase } from './backends.js'
 import { startControlPlane, type TestControlPlane } from './control-plane.js'
 import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from './proxy-fixtures.js'
 import { openTestRedis } from './redis.js'
+import { startRedisCluster } from './redis-cluster.js'
 import { RecordingUpstream } from './upstream.js'
 
 export interface Fleet extends TestControlPlane {
@@ -40,6 +41,8 @@ export async function startFleet(
     deaf?: boolean
     quota?: number
     redisUrl?: string
+    /** The hot store on a private Redis Cluster of three masters instead of the shared Redis. */
+    cluster?: boolean
     upstreamTimeoutMs?: number
     /** One logger for the control plane and every proxy (silent by default). */
     logger?: Logger
@@ -50,11 +53,12 @@ export async function startFleet(
   } = {},
 ): Promise<Fleet> {
   const redis = await openTestRedis()
-  const redisUrl = opts.redisUrl ?? redis.url
+  const cluster = opts.cluster ? await startRedisCluster(t) : null
+  const redisUrl = opts.redisUrl ?? cluster?.url ?? redis.url
   const upstream = await new RecordingUpstream().start()
   const db: TestDatabase = await openTestDatabase('postgres')
   const shared = {
-    redis: { url: redisUrl, keyPrefix: redis.prefix },
+    redis: { url: redisUrl, keyPrefix: redis.prefix, mode: cluster ? 'cluster' : 'standalone' },
     // The upstream is on loopback: outside the embedded default, that must be allowed.
     systems: { allowPrivateUpstreams: true },
     credentials: BILLING_CREDENTIALS,
