@@ -22,12 +22,22 @@ export function createSnapshotCache(deps: {
 }): SnapshotCache {
   const cache = new Map<string, { snap: CompiledSnapshot; loadedAtMs: number }>()
   const loading = new Map<string, Promise<CompiledSnapshot | null>>()
-  const unsubscribe = deps.hot.subscribe((tenantId, version) => {
-    const c = cache.get(tenantId)
-    if (c && c.snap.version < version) cache.delete(tenantId)
-  })
+  /** One subscription per tenant held (or being loaded): a proxy has one, a control plane one per tenant it serves. */
+  const subscriptions = new Map<string, () => void>()
+  const follow = (tenantId: string) => {
+    if (subscriptions.has(tenantId)) return
+    subscriptions.set(
+      tenantId,
+      deps.hot.subscribe(tenantId, (version) => {
+        const c = cache.get(tenantId)
+        if (c && c.snap.version < version) cache.delete(tenantId)
+      }),
+    )
+  }
 
   async function load(tenantId: string): Promise<CompiledSnapshot | null> {
+    // Before the read: a bump that lands while it is under way is heard.
+    follow(tenantId)
     let raw = await deps.hot.snapshot(tenantId)
     if (!raw && deps.onMissing) {
       await deps.onMissing(tenantId)
@@ -63,7 +73,8 @@ export function createSnapshotCache(deps: {
       }))
     },
     close() {
-      unsubscribe()
+      for (const off of subscriptions.values()) off()
+      subscriptions.clear()
       cache.clear()
     },
   }

@@ -25,8 +25,11 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
   t.test('publish is monotonic by version and announces each bump', async (t) => {
     const ten = tenant()
     const heard: number[] = []
-    const off = hot.subscribe((id, v) => id === ten && heard.push(v))
-    await new Promise((r) => setTimeout(r, 50)) // let a Redis SUBSCRIBE land
+    const other = tenant()
+    const overheard: number[] = []
+    const off = hot.subscribe(ten, (v) => heard.push(v))
+    const offOther = hot.subscribe(other, (v) => overheard.push(v))
+    await new Promise((r) => setTimeout(r, 50)) // let a Redis SSUBSCRIBE land
     t.equal(await hot.version(ten), null)
     t.equal(await hot.snapshot(ten), null)
     t.equal(await hot.publish(snapshot(ten, 2)), 'published')
@@ -37,7 +40,12 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
     t.same(await hot.snapshot(ten), snapshot(ten, 3))
     for (let i = 0; i < 50 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20))
     t.same(heard, [2, 3])
+    t.same(overheard, [], "another tenant's follower hears none of it")
+    offOther()
     off()
+    await hot.publish(snapshot(ten, 4))
+    await new Promise((r) => setTimeout(r, 50))
+    t.same(heard, [2, 3], 'nothing after unsubscribing')
   })
 
   t.test('commit: stale without a snapshot or on another version; nothing counted then', async (t) => {

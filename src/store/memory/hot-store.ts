@@ -19,7 +19,7 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
   const quota = new Map<string, number>()
   /** Consumed grant ids, with their expiry so the set can be pruned. */
   const consumed = new Map<string, number>()
-  const listeners = new Set<InvalidationListener>()
+  const listeners = new Map<string, Set<InvalidationListener>>()
   const keyIndex = new Map<string, KeyRef>()
   const quotaKey = (tenantId: string, keyId: string, period: string) => `${tenantId}:${keyId}:${period}`
 
@@ -37,7 +37,7 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       if (current && current.version >= snapshot.version) return 'older'
       snapshots.set(snapshot.tenantId, snapshot)
       prune(snapshot.builtAt)
-      for (const l of listeners) l(snapshot.tenantId, snapshot.version)
+      for (const l of listeners.get(snapshot.tenantId) ?? []) l(snapshot.version)
       return 'published'
     },
 
@@ -49,9 +49,14 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       return snapshots.get(tenantId)?.version ?? null
     },
 
-    subscribe(listener) {
-      listeners.add(listener)
-      return () => listeners.delete(listener)
+    subscribe(tenantId, listener) {
+      const set = listeners.get(tenantId) ?? new Set<InvalidationListener>()
+      listeners.set(tenantId, set)
+      set.add(listener)
+      return () => {
+        set.delete(listener)
+        if (set.size === 0 && listeners.get(tenantId) === set) listeners.delete(tenantId)
+      }
     },
 
     async commit(req): Promise<CommitResult> {

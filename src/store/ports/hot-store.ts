@@ -43,7 +43,8 @@ export type CommitResult =
   | { status: 'stale'; currentVersion: number | null }
   | { status: 'quota_exhausted'; used: number; limit: number }
 
-export type InvalidationListener = (tenantId: string, version: number) => void
+/** Told the version a tenant's snapshot moved to. */
+export type InvalidationListener = (version: number) => void
 
 /**
  * Hot state for decisions: per-tenant snapshots keyed by version, the atomic commit
@@ -55,7 +56,11 @@ export interface HotStore extends QuotaCounter {
   publish(snapshot: TenantSnapshot): Promise<'published' | 'older'>
   snapshot(tenantId: string): Promise<TenantSnapshot | null>
   version(tenantId: string): Promise<number | null>
-  subscribe(listener: InvalidationListener): () => void
+  /**
+   * Hears the tenant's version bumps, and only that tenant's: a proxy subscribes to its one
+   * tenant, so a bump reaches that tenant's proxies, not every proxy (Redis: sharded pub/sub).
+   */
+  subscribe(tenantId: string, listener: InvalidationListener): () => void
   /** All-or-nothing: nothing is counted or consumed unless the result is `committed`. */
   commit(req: CommitRequest): Promise<CommitResult>
   /** Gives back a committed quota unit and grant when the API could not make its receipt durable. */

@@ -40,6 +40,9 @@ export function connectRedis(
     redis = new Cluster([{ host: seed.hostname, port: Number(seed.port || 6379) }], {
       ...common,
       clusterRetryStrategy: retry,
+      // Invalidations are sharded channels (one per tenant, in its slot): a subscriber
+      // connection per master serves them.
+      shardedSubscribers: role === 'subscriber',
       redisOptions: {
         ...perNode,
         ...(seed.username ? { username: decodeURIComponent(seed.username) } : {}),

@@ -3,14 +3,16 @@
  * carries the tenant's `{hash tag}`, so each script runs in one slot on Redis Cluster.
  */
 
-/** KEYS: ver, snap. ARGV: version, snapshot JSON, channel, tenantId. Monotonic: never moves back. */
+/**
+ * KEYS: ver, snap. ARGV: version, snapshot JSON. Monotonic: never moves back. The bump is
+ * announced after (SPUBLISH on the tenant's own channel), by the caller.
+ */
 export const PUBLISH = `
 local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local v = tonumber(ARGV[1])
 if cur >= v then return 0 end
 redis.call('SET', KEYS[2], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. ARGV[1])
 return 1
 `
 

@@ -23,14 +23,7 @@ const HINT_INTERVAL_MS = 50
 const MAX_COMMIT_BATCH = 64
 
 type Commands = RedisClient & {
-  wgPublish(
-    ver: string,
-    snap: string,
-    version: number,
-    json: string,
-    channel: string,
-    tenantId: string,
-  ): Promise<number>
+  wgPublish(ver: string, snap: string, version: number, json: string): Promise<number>
   wgCommit(numKeys: number, ...args: (string | number)[]): Promise<string[][]>
   wgRelease(q: string, g: string, hasQuota: string, hasGrant: string): Promise<number>
 }
@@ -65,6 +58,8 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     grant: (t: string, grantId: string) => `${tag(t)}:gc:${grantId}`,
     noGrant: (t: string) => `${tag(t)}:gc:-`,
     stream: (t: string) => `${tag(t)}:rq`,
+    /** The tenant's invalidation channel: a shard channel in the tenant's slot. */
+    invalidations: (t: string) => `${tag(t)}:inv`,
     keyIndex: (hash: string) => `${p}key:{${hash}}`,
     dirty: `${p}dirty`,
   }
@@ -91,8 +86,11 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     tk.quota = { keyId, period, key: k.quota(t, keyId, period) }
     return tk.quota.key
   }
-  const channels = { invalidate: `${p}invalidate`, queued: `${p}queued` }
-  const invalidationListeners = new Set<InvalidationListener>()
+  /** Drain hints go to the control planes alone, on one classic channel. */
+  const queuedChannel = `${p}queued`
+  /** Per tenant followed: its channel and listeners. A channel is subscribed while it has one. */
+  const followed = new Map<string, { channel: string; listeners: Set<InvalidationListener>; live: boolean }>()
+  const byChannel = new Map<string, string>()
   const queuedListeners = new Set<() => void>()
   const groupsMade = new Set<string>()
   const hinted = new Map<string, number>()
@@ -101,25 +99,36 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     MAX_COMMIT_BATCH,
   )
 
-  opts.subscriber.on('message', (channel: string, message: string) => {
-    if (channel === channels.invalidate) {
-      const [tenantId, version] = message.split(' ')
-      if (tenantId && version) for (const l of invalidationListeners) l(tenantId, Number(version))
-    } else if (channel === channels.queued) {
-      for (const l of queuedListeners) l()
-    }
+  opts.subscriber.on('smessage', (channel: string, message: string) => {
+    const tenantId = byChannel.get(channel)
+    const f = tenantId === undefined ? undefined : followed.get(tenantId)
+    const version = Number(message)
+    if (f && Number.isFinite(version)) for (const l of f.listeners) l(version)
   })
-  // Subscribing is lazy and best-effort: invalidation only speeds refreshes up; the commit's
-  // version check is what keeps decisions correct.
-  let _subscribed: Promise<unknown> | undefined
-  const subscribe = () => {
-    _subscribed ??= opts.subscriber.subscribe(channels.invalidate, channels.queued).catch(() => {
-      _subscribed = undefined
+  opts.subscriber.on('message', (channel: string) => {
+    if (channel === queuedChannel) for (const l of queuedListeners) l()
+  })
+  // Subscribing is best-effort: invalidation only speeds refreshes up; the commit's version
+  // check is what keeps decisions correct. One that failed while Redis was away is retried
+  // when it comes back.
+  const ssubscribe = (f: { channel: string; live: boolean }) => {
+    if (f.live) return
+    f.live = true
+    opts.subscriber.ssubscribe(f.channel).catch(() => {
+      f.live = false
     })
   }
-  // A subscription that failed while Redis was away is retried when it comes back.
+  let queuedSubscribed = false
+  const subscribeQueued = () => {
+    if (queuedSubscribed) return
+    queuedSubscribed = true
+    opts.subscriber.subscribe(queuedChannel).catch(() => {
+      queuedSubscribed = false
+    })
+  }
   opts.subscriber.on('ready', () => {
-    if (invalidationListeners.size + queuedListeners.size > 0) subscribe()
+    for (const f of followed.values()) ssubscribe(f)
+    if (queuedListeners.size > 0) subscribeQueued()
   })
 
   async function ensureGroup(tenantId: string): Promise<void> {
@@ -183,7 +192,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       return n
     },
     onQueued(listener) {
-      subscribe()
+      subscribeQueued()
       queuedListeners.add(listener)
       return () => queuedListeners.delete(listener)
     },
@@ -196,15 +205,12 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
 
     async publish(snapshot: TenantSnapshot) {
       const t = snapshot.tenantId
-      const done = await r.wgPublish(
-        k.ver(t),
-        k.snap(t),
-        snapshot.version,
-        JSON.stringify(snapshot),
-        channels.invalidate,
-        t,
-      )
-      return done === 1 ? 'published' : 'older'
+      const done = await r.wgPublish(k.ver(t), k.snap(t), snapshot.version, JSON.stringify(snapshot))
+      if (done !== 1) return 'older'
+      // Announced after the version is set, on the tenant's own channel (served by its slot's
+      // master): only that tenant's followers hear it. A lost announcement only delays a refresh.
+      await r.spublish(k.invalidations(t), String(snapshot.version)).catch(() => {})
+      return 'published'
     },
 
     async snapshot(tenantId) {
@@ -217,10 +223,23 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       return v === null ? null : Number(v)
     },
 
-    subscribe(listener) {
-      subscribe()
-      invalidationListeners.add(listener)
-      return () => invalidationListeners.delete(listener)
+    subscribe(tenantId, listener) {
+      let f = followed.get(tenantId)
+      if (!f) {
+        f = { channel: k.invalidations(tenantId), listeners: new Set(), live: false }
+        followed.set(tenantId, f)
+        byChannel.set(f.channel, tenantId)
+      }
+      f.listeners.add(listener)
+      ssubscribe(f)
+      const entry = f
+      return () => {
+        entry.listeners.delete(listener)
+        if (entry.listeners.size > 0 || followed.get(tenantId) !== entry) return
+        followed.delete(tenantId)
+        byChannel.delete(entry.channel)
+        if (entry.live) opts.subscriber.sunsubscribe(entry.channel).catch(() => {})
+      }
     },
 
     async commit(req): Promise<CommitResult> {
@@ -268,7 +287,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
           hinted.set(t, nowMs)
           r.multi()
             .sadd(k.dirty, t)
-            .publish(channels.queued, t)
+            .publish(queuedChannel, t)
             .exec()
             .catch(() => hinted.delete(t))
         }
@@ -305,7 +324,8 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     receiptQueue: queue,
 
     async close() {
-      invalidationListeners.clear()
+      followed.clear()
+      byChannel.clear()
       queuedListeners.clear()
     },
   }
