@@ -47,7 +47,7 @@ proxy.port (WRITEGATE_PROXY_PORT), over in-memory hot state. Stops on SIGTERM or
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve.js')).runControlPlane()
+      await (await import('./serve-control-plane.js')).runControlPlane()
       return undefined
     },
   },
@@ -66,7 +66,7 @@ decides by and drains its receipts. Stops on SIGTERM or SIGINT. See docs/proxy.m
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve.js')).runProxy()
+      await (await import('./serve-proxy.js')).runProxy()
       return undefined
     },
   },
@@ -97,7 +97,7 @@ SIGINT. See docs/kubernetes.md.
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve.js')).runInjector()
+      await (await import('./serve-injector.js')).runInjector()
       return undefined
     },
   },

@@ -1,0 +1,38 @@
+import { listenAs } from '../config/listen-errors.js'
+import { loadSettings } from '../config/load.js'
+import { createControlPlane } from '../control/control-plane.js'
+import { startMetricsServer } from '../observability/metrics-server.js'
+import { startProxy } from '../proxy/proxy-process.js'
+import { untilSignal } from './until-signal.js'
+
+/** `writegate start`: the control plane (and, on the embedded default, gate-proxy beside it). */
+export async function runControlPlane(): Promise<void> {
+  const settings = loadSettings()
+  const cp = await createControlPlane(settings)
+  const address = await listenAs('server', settings.server.host, settings.server.port, () => cp.listen())
+  const embedded = !settings.redis.url
+  // The single-process default runs the proxy too, over the same in-memory hot store (it names
+  // its own port's setting when it cannot listen).
+  const proxy = embedded
+    ? await startProxy(settings, cp, { metricsServer: false, enrolRoutesFile: cp.enrolRoutesFile })
+    : null
+  const { host: metricsHost, port: metricsPort } = settings.metrics
+  const metrics = await listenAs('metrics', metricsHost, metricsPort, () =>
+    startMetricsServer(cp.metrics.registry, metricsHost, metricsPort, cp.logger),
+  )
+  cp.logger.info(
+    {
+      address,
+      proxyPort: proxy?.port ?? null,
+      metricsPort: metrics.port,
+      storage: cp.database.kind,
+      hotStore: embedded ? 'memory' : 'redis',
+    },
+    'writegate control plane listening',
+  )
+  untilSignal(cp.logger, async () => {
+    await proxy?.close()
+    await metrics.close()
+    await cp.close()
+  })
+}

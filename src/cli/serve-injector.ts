@@ -1,0 +1,15 @@
+import { listenAs } from '../config/listen-errors.js'
+import { loadSettings } from '../config/load.js'
+import { createInjector } from '../injector/injector-process.js'
+import { untilSignal } from './until-signal.js'
+
+/** `writegate injector`: the admission webhook. */
+export async function runInjector(): Promise<void> {
+  const settings = loadSettings()
+  const injector = createInjector(settings)
+  const address = await listenAs('injector', settings.injector.host, settings.injector.port, () =>
+    injector.listen(),
+  )
+  injector.logger.info({ address: `${address.address}:${address.port}` }, 'writegate injector listening')
+  untilSignal(injector.logger, () => injector.close())
+}
