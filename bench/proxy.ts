@@ -19,7 +19,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { measureCpu, pidsOf } from './support/cpu-time.js'
+import { measureCpu, pidsOf, rssMb } from './support/cpu-time.js'
 import { type Rig, startRig } from './support/sidecar-rig.js'
 
 const arg = (name: string, fallback: number) => {
@@ -159,6 +159,10 @@ async function main() {
         sat: Result
         seq: { p50: number; p90: number; p99: number }
         cpu: Record<string, number>
+        /** The proxy's CPU seconds per second at 1,000/s, and its memory idle and after that run. */
+        vcpu: number
+        rssIdle: number
+        rssLoaded: { now: number; peak: number }
       }
     > = {}
     const pid = (c: ChildProcess) => () => (c.pid ? [c.pid] : [])
@@ -174,13 +178,19 @@ async function main() {
         postgres: () => pidsOf('postgres'),
       },
     }
+    const proxyPid: Record<string, number | undefined> = { bare: bare.child.pid, gated: gated.pid }
     for (const [name, url] of Object.entries(targets)) {
+      // Idle: started and ready, nothing sent yet (a sidecar's memory before its agent writes).
+      const rssIdle = rssMb(proxyPid[name]).now
       await load(rig, url, null) // warm-up
       const seq = await sequential(url)
+      const atRate = measureCpu({ proxy: cpuGroups[name]?.proxy ?? (() => []) })
       const fixed = await load(rig, url, 1000)
+      const vcpu = (atRate().proxy ?? 0) / (DURATION * 1000)
+      const rssLoaded = rssMb(proxyPid[name])
       const stop = measureCpu(cpuGroups[name] ?? {})
       const sat = await load(rig, url, null)
-      rows[name] = { fixed, sat, seq, cpu: stop() }
+      rows[name] = { fixed, sat, seq, cpu: stop(), vcpu, rssIdle, rssLoaded }
     }
     const fmt = (r: Result) =>
       `${String(Math.round(r.rps)).padStart(6)} req/s  p50 ${String(r.p50).padStart(4)} ms  p99 ${String(r.p99).padStart(4)} ms  p99.9 ${String(r.p999).padStart(4)} ms  errors ${r.errors + r.non2xx}`
@@ -228,6 +238,10 @@ async function main() {
       `proxy process CPU per request at saturation, gated/bare, same pairs: median ${median(cpuRatios).toFixed(2)}x (range ${range(cpuRatios)})`,
     )
     console.log(`added p99 at 1000/s over bare: ${g.fixed.p99 - b.fixed.p99} ms (target <= 1 ms)`)
+    const mb = (x: number) => `${x.toFixed(0)} MB`
+    console.log(
+      `proxy footprint at 1000/s: gated ${g.vcpu.toFixed(2)} vCPU, RSS ${mb(g.rssIdle)} idle, ${mb(g.rssLoaded.now)} after (peak ${mb(g.rssLoaded.peak)}); bare ${b.vcpu.toFixed(2)} vCPU, ${mb(b.rssIdle)} idle, ${mb(b.rssLoaded.now)} after (target: gated <= 0.20 vCPU and <= 60 MB, an Istio 1.24 sidecar: ${g.vcpu <= 0.2 && g.rssLoaded.peak <= 60 ? 'met' : 'NOT met'})`,
+    )
     if (ISOLATE) {
       // The receipts the paused control plane left in Redis: every one must reach the audit log.
       const d = await rig.drain()

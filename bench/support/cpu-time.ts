@@ -54,3 +54,14 @@ export function measureCpu(groups: Record<string, () => number[]>): () => Record
     return out
   }
 }
+
+/** Resident memory of one process in MB (`now`: VmRSS; `peak`: VmHWM), 0 if it is gone. */
+export function rssMb(pid: number | undefined): { now: number; peak: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)
+    return { now: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 }
+  } catch {
+    return { now: 0, peak: 0 }
+  }
+}

@@ -36,6 +36,8 @@ export interface Rig {
   api(path: string, body: unknown, bearer?: string, method?: string): Promise<Record<string, unknown>>
   tenant: { apiKey: string; tenantId: string }
   agentKey: string
+  /** The control plane's base URL. */
+  origin: string
   /** Starts a gate-proxy on CPU 0 acting as the agent key, extra settings merged into its config. */
   startProxy(
     settings?: Record<string, unknown>,
@@ -137,18 +139,24 @@ export async function startRig(
   }
   writeFileSync(join(dir, 'writegate.yaml'), stringify(shared))
   const cpPort = 18000 + Math.floor(Math.random() * 1000)
-  const cp = spawn(...onCpu(1, [MAIN, 'start']), {
-    cwd: root,
-    env: {
-      ...process.env,
-      ...common,
-      WRITEGATE_CONFIG: join(dir, 'writegate.yaml'),
-      WRITEGATE_DATABASE_URL: dbUrl.toString(),
-      WRITEGATE_PORT: String(cpPort),
-      WRITEGATE_METRICS_PORT: '0',
+  const profile = process.env.WG_BENCH_PROFILE
+    ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
+    : []
+  const cp = spawn(
+    ...onCpu(1, [...(process.env.WG_BENCH_CONTROL_PLANE_PROFILE ? profile : []), MAIN, 'start']),
+    {
+      cwd: root,
+      env: {
+        ...process.env,
+        ...common,
+        WRITEGATE_CONFIG: join(dir, 'writegate.yaml'),
+        WRITEGATE_DATABASE_URL: dbUrl.toString(),
+        WRITEGATE_PORT: String(cpPort),
+        WRITEGATE_METRICS_PORT: '0',
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  })
+  )
   children.push(cp)
   const origin = `http://127.0.0.1:${cpPort}`
   await waitHttp(`${origin}/readyz`)
@@ -186,6 +194,7 @@ export async function startRig(
     api,
     tenant,
     agentKey: agent.apiKey as string,
+    origin,
     controlPlane: cp,
     async startProxy(settings = {}, env = {}) {
       const port = nextPort
