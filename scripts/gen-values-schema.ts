@@ -49,6 +49,7 @@ const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
 const CONSTRAINTS: Record<string, Schema> = {
   'image.repository': { minLength: 1 },
   'image.pullPolicy': { enum: ['Always', 'IfNotPresent', 'Never'] },
+  'externalRedis.mode': { enum: ['standalone', 'cluster'] },
   'controlPlane.replicas': { minimum: 2 },
   'controlPlane.port': PORT,
   'controlPlane.logLevel': LOG_LEVEL,

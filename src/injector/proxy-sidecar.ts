@@ -30,6 +30,8 @@ export const CA_KEY_KEY = 'ca.key'
 /** Keys of the proxy Secret named by writegate.io/api-key-secret. */
 export const API_KEY_KEY = 'api-key'
 export const REDIS_URL_KEY = 'redis-url'
+/** Optional key of the same Secret: `cluster` when `redis-url` is a seed node of a Redis Cluster. */
+export const REDIS_MODE_KEY = 'redis-mode'
 
 export const VOLUMES = {
   routes: 'writegate-routes',
@@ -233,6 +235,11 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
       {
         name: 'WRITEGATE_REDIS_URL',
         valueFrom: { secretKeyRef: { name: req.proxySecret, key: REDIS_URL_KEY } },
+      },
+      // Travels with the URL it describes; absent, the proxy speaks to one Redis.
+      {
+        name: 'WRITEGATE_REDIS_MODE',
+        valueFrom: { secretKeyRef: { name: req.proxySecret, key: REDIS_MODE_KEY, optional: true } },
       },
       { name: 'WRITEGATE_LOG_LEVEL', value: p.logLevel },
       ...(req.tlsCaSecret

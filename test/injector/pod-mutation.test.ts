@@ -53,6 +53,10 @@ const PROXY_CONTAINER_FOR_BILLING = {
       name: 'WRITEGATE_REDIS_URL',
       valueFrom: { secretKeyRef: { name: 'billing-agent-writegate', key: 'redis-url' } },
     },
+    {
+      name: 'WRITEGATE_REDIS_MODE',
+      valueFrom: { secretKeyRef: { name: 'billing-agent-writegate', key: 'redis-mode', optional: true } },
+    },
     { name: 'WRITEGATE_LOG_LEVEL', value: 'info' },
   ],
   envFrom: [{ secretRef: { name: 'billing-api-token' } }, { secretRef: { name: 'github-app-key' } }],
