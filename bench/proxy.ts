@@ -135,7 +135,13 @@ async function main() {
       },
       rig.tenant.apiKey,
     )
-    const gatedProxy = await rig.startProxy()
+    // WG_BENCH_PROXY_NODE_OPTIONS: V8 flags for the gated proxy alone (a footprint experiment).
+    const gatedProxy = await rig.startProxy(
+      {},
+      process.env.WG_BENCH_PROXY_NODE_OPTIONS
+        ? { NODE_OPTIONS: process.env.WG_BENCH_PROXY_NODE_OPTIONS }
+        : {},
+    )
     const gated = gatedProxy.child
     const cp = rig.controlPlane
 
