@@ -1,12 +1,13 @@
 import { execFile } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import { connect } from 'node:net'
+import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { generate } from 'otplib'
 import t from 'tap'
 import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { tlsClientHello, watchUnhandled } from '../helpers/hostile-client.js'
 import { startHttpsUpstream } from '../helpers/https-upstream.js'
 
 /**
@@ -495,4 +496,49 @@ t.test('transparent mode: an SNI on the pass-through list is tunnelled opaque, o
   t.match(metrics, /writegate_tls_passed_through_total(\{[^}]*\})? 2\b/)
   t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="no_sni"/)
   t.match(metrics, /writegate_tls_refused_total\{[^}]*reason="sni_not_enrolled"/)
+})
+
+t.test('transparent pass-through, hostile: a host that refuses, a client that resets mid-dial', async (t) => {
+  const unhandled = watchUnhandled(t)
+  const dir = mkdtempSync(join(tmpdir(), 'wg-tls-pass-bad-'))
+  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
+  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
+  // A port nothing listens on: every pass-through dial is refused.
+  const closedPort = await new Promise<number>((resolve) => {
+    const s = createNetServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port
+      s.close(() => resolve(p))
+    })
+  })
+  const bench = await startBillingProxy(t, {
+    proxy: {
+      passthrough: ['localhost'],
+      tls: {
+        caCertFile: join(dir, 'ca.crt'),
+        caKeyFile: join(dir, 'ca.key'),
+        port: 0,
+        passthroughPort: closedPort,
+      },
+    },
+  })
+  const tlsPort = bench.proxy.tlsPort as number
+  const hello = await tlsClientHello()
+  const closedAfter = async (send: (s: Socket) => void) => {
+    const s = connect(tlsPort, '127.0.0.1')
+    s.on('error', () => {})
+    await new Promise((r) => s.once('connect', r))
+    send(s)
+    await new Promise<void>((r) => (s.destroyed ? r() : s.once('close', () => r())))
+  }
+  await closedAfter((s) => s.write(hello))
+  t.pass('a refused dial closes the agent connection')
+  for (let i = 0; i < 20; i++)
+    await closedAfter((s) => {
+      s.write(hello)
+      s.resetAndDestroy()
+    })
+  const health = await fetch(`http://127.0.0.1:${bench.port}/healthz`)
+  t.equal(health.status, 200, 'the proxy still serves')
+  t.same(unhandled.splice(0), [], 'nothing unhandled')
 })
