@@ -451,7 +451,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       }
       // An MCP endpoint's event stream (GET, a resumption included) with filterToolsList:
       // a tools/list result replayed on it is filtered as on the POST's answer.
-      const filter = c.protocol === 'mcp' ? mcpProtocol.answerFilter?.(c.system) : null
+      // Only the GET stream carries JSON-RPC: a DELETE's or OPTIONS's answer passes as it is.
+      const filter = c.protocol === 'mcp' && method === 'GET' ? mcpProtocol.answerFilter?.(c.system) : null
       if (filter) {
         const def = ERRORS.toolsListUnfilterable
         const rewritten: RewrittenAnswer = {

@@ -228,6 +228,13 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
       )
       t.notMatch(r.body.toString(), /delete_repository/, `${name}: nothing of the answer reaches the agent`)
     }
+    scripted.answer((res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('session ended'))
+    const ended = await agentRequest(bench.port, { method: 'DELETE', path: '/sys_scripted/mcp' })
+    t.same(
+      [ended.status, ended.body.toString()],
+      [200, 'session ended'],
+      "a DELETE's answer is not JSON-RPC: it passes as it is",
+    )
     scripted.answer((res) => res.writeHead(404, { 'content-type': 'text/plain' }).end('no such session'))
     const notFound = await agentRequest(bench.port, {
       method: 'POST',
