@@ -118,6 +118,11 @@ function relayEvents(
   // A stream goes out as it comes (a server may hold it open for long); flushed per event.
   res.flushHeaders()
   let cut = false
+  // A slow agent holds the stream back: the upstream is paused rather than read into memory.
+  let backpressured = false
+  const send = (text: string) => {
+    if (!res.write(text)) backpressured = true
+  }
   const cutShort = (problem: string) => {
     if (cut) return
     cut = true
@@ -128,7 +133,7 @@ function relayEvents(
   const events = createSseSplitter((lines, raw) => {
     if (cut) return
     const data = eventData(lines)
-    if (data === null || data === '') return void res.write(raw)
+    if (data === null || data === '') return send(raw)
     let payload: unknown
     try {
       payload = JSON.parse(data)
@@ -136,13 +141,22 @@ function relayEvents(
       return cutShort('an event of the stream is not JSON')
     }
     const rewritten = rewritePayload(payload, rewrite)
-    res.write(rewritten === undefined ? raw : withData(lines, JSON.stringify(rewritten)))
+    send(rewritten === undefined ? raw : withData(lines, JSON.stringify(rewritten)))
+  })
+  // An agent that goes away (perhaps while the stream is paused for it) ends the upstream's too.
+  res.once('close', () => {
+    if (!proxyRes.complete) proxyRes.destroy()
   })
   proxyRes.setEncoding('utf8')
   proxyRes.on('data', (chunk: string) => {
     if (cut) return
     events.feed(chunk)
-    if (events.held > opts.maxBytes) cutShort('an event of the stream is too large to read')
+    if (events.held > opts.maxBytes) return cutShort('an event of the stream is too large to read')
+    if (backpressured) {
+      backpressured = false
+      proxyRes.pause()
+      res.once('drain', () => proxyRes.resume())
+    }
   })
   proxyRes.once('end', () => {
     if (cut) return

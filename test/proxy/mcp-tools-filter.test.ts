@@ -1,5 +1,5 @@
 import { createServer, request } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, connect } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -319,4 +319,47 @@ t.test('McpError is what the SDK raises for the refusal', async (t) => {
   )
   t.ok(err instanceof McpError, String(err))
   t.equal((err as McpError).code, -32010)
+})
+
+t.test('a filtered stream to an agent that does not read holds the upstream back', async (t) => {
+  const scripted = await startScriptedUpstream(t)
+  const bench = await startBillingProxy(t, {
+    systems: (): SystemsFile => ({ passthrough: [], systems: [mcpSystem('sys_scripted', scripted.origin)] }),
+    verbs: ['repo.delete'],
+  })
+  const event = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/message', params: { data: 'x'.repeat(1000) } })}\n\n`
+  const LIMIT = 64 * 1024 * 1024
+  const held = new Promise<{ written: number; heldBack: boolean; ended: boolean }>((resolve) => {
+    scripted.answer((res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      let written = 0
+      let stalled: NodeJS.Timeout | undefined
+      // Writes as fast as it is let; held back once nothing drains for a second.
+      const more = () => {
+        clearTimeout(stalled)
+        while (written < LIMIT) {
+          written += event.length
+          if (!res.write(event)) {
+            stalled = setTimeout(() => resolve({ written, heldBack: true, ended: false }), 1000)
+            res.once('drain', more)
+            return
+          }
+        }
+        resolve({ written, heldBack: false, ended: true })
+      }
+      res.on('error', () => {})
+      more()
+    })
+  })
+  // An agent that sends its GET and never reads a byte of the answer.
+  const socket = connect(bench.port, '127.0.0.1')
+  socket.on('error', () => {})
+  socket.write('GET /sys_scripted/mcp HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n')
+  socket.pause()
+  const r = await held
+  t.ok(r.heldBack, `the upstream was held back (it had written ${(r.written / 1048576).toFixed(1)} MiB)`)
+  t.ok(r.written < 32 * 1024 * 1024, 'before the proxy had read 32 MiB of it into memory')
+  socket.destroy()
+  const health = await fetch(`http://127.0.0.1:${bench.port}/healthz`)
+  t.equal(health.status, 200)
 })
