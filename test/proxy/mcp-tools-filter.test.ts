@@ -131,6 +131,15 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
     t.same(await listed(client), ['create_issue', 'merge_pull_request'])
   })
 
+  t.test('a revoked agent is offered no tool; reinstated, it is offered them again', async (t) => {
+    const client = await connect('sys_github')
+    const sponsor = { bearer: bench.tenant.sponsorToken }
+    t.equal((await bench.api.post('/v1/revoke', { all: true }, sponsor)).status, 200)
+    t.same(await listed(client), [], 'every tool would be DENY (sponsor_revoked_tenant)')
+    t.equal((await bench.api.post('/v1/reinstate', { all: true }, sponsor)).status, 200)
+    t.same(await listed(client), ['create_issue', 'merge_pull_request'])
+  })
+
   t.test('a tools/list batched with an allowed call: the call runs and the list is filtered', async (t) => {
     const client = await connect('sys_github_json')
     const sessionId = (client as unknown as { transport: StreamableHTTPClientTransport }).transport.sessionId
