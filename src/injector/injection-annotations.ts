@@ -23,6 +23,11 @@ export const ANNOTATIONS = {
    * proxy gets both and intercepts HTTPS to enrolled hosts; agents get the certificate alone.
    */
   tlsCaSecret: 'writegate.io/tls-ca-secret',
+  /**
+   * Comma-separated hosts (`host` or `host:port`) the proxy lets through opaque and ungated: a
+   * CONNECT to them, and on the TLS port a connection whose SNI names them (`proxy.passthrough`).
+   */
+  passthrough: 'writegate.io/passthrough',
 } as const
 
 /** Label the injector puts on pods it has injected (the PodMonitor selects on it). */
@@ -45,6 +50,8 @@ export interface InjectionRequest {
   enforce: boolean
   /** The interception CA's Secret; null: no HTTPS interception for this pod. */
   tlsCaSecret: string | null
+  /** Hosts the proxy tunnels opaque and ungated (`proxy.passthrough`). */
+  passthrough: string[]
 }
 
 export type AnnotationReading =
@@ -143,6 +150,18 @@ function baseUrls(annotations: Record<string, string>): BaseUrlBinding[] {
   return out
 }
 
+/** As `proxy.passthrough` accepts them: a host name, or host:port. */
+const PASSTHROUGH_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$/
+
+function passthrough(annotations: Record<string, string>): string[] {
+  const name = ANNOTATIONS.passthrough
+  const hosts = list(annotations[name])
+  for (const h of hosts)
+    if (h.length > 260 || !PASSTHROUGH_HOST.test(h))
+      throw new AnnotationError(`annotation ${name}: ${JSON.stringify(h)} is not a host or host:port`)
+  return [...new Set(hosts.map((h) => h.toLowerCase()))]
+}
+
 export interface AnnotationDefaults {
   /** Deprecated: a routes ConfigMap for pods that do not name one; null for none. */
   routesConfigMap: string | null
@@ -169,6 +188,7 @@ export function readInjectionAnnotations(
         baseUrls: baseUrls(a),
         enforce: flag(a, ANNOTATIONS.enforce) ?? false,
         tlsCaSecret: objectName(a, ANNOTATIONS.tlsCaSecret, defaults.tlsCaSecret),
+        passthrough: passthrough(a),
       },
     }
   } catch (err) {

@@ -231,6 +231,9 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
       ...(req.credentialEnv.length > 0
         ? [{ name: 'WRITEGATE_CREDENTIALS_ALLOW_ENV', value: req.credentialEnv.join(',') }]
         : []),
+      ...(req.passthrough.length > 0
+        ? [{ name: 'WRITEGATE_PROXY_PASSTHROUGH', value: req.passthrough.join(',') }]
+        : []),
       { name: 'WRITEGATE_PROXY_API_KEY_FILE', value: `${PROXY_SECRET_DIR}/${API_KEY_KEY}` },
       {
         name: 'WRITEGATE_REDIS_URL',

@@ -457,6 +457,30 @@ t.test(
   },
 )
 
+t.test('writegate.io/passthrough: the proxy is told which hosts it lets through opaque', async (t) => {
+  const review = fixture('review-annotated-pod.json')
+  const a = review.request.object.metadata.annotations
+  const proxyEnv = () => {
+    const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
+    const proxy = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find(
+      (c) => c.name === 'writegate-proxy',
+    )
+    return proxy?.env?.find((e) => e.name === 'WRITEGATE_PROXY_PASSTHROUGH')
+  }
+  t.equal(proxyEnv(), undefined, 'none without the annotation')
+  a['writegate.io/passthrough'] = 'Telemetry.example.com, registry.npmjs.org:443,telemetry.example.com'
+  t.same(proxyEnv(), {
+    name: 'WRITEGATE_PROXY_PASSTHROUGH',
+    value: 'telemetry.example.com,registry.npmjs.org:443',
+  })
+  for (const bad of ['https://example.com', 'host name', 'a,b/c']) {
+    a['writegate.io/passthrough'] = bad
+    const refused = answerReview(review, opts).body as AdmissionResponseBody
+    t.equal(refused.response.allowed, false, bad)
+    t.match(refused.response.status?.message, /writegate\.io\/passthrough/)
+  }
+})
+
 t.test(
   'writegate.io/tls-ca-secret: the proxy gets the CA and its key; agents the certificate alone, a bundle and the variables runtimes read',
   async (t) => {

@@ -43,6 +43,7 @@ t.test('the injected proxy listens on :: where iptables redirects, whatever its 
     proxySecret: 'writegate-proxy',
     credentialSecrets: [],
     credentialEnv: [],
+    passthrough: [],
     baseUrls: [],
     enforce: true,
   }
