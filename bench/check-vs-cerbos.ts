@@ -17,7 +17,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startRig } from './support/sidecar-rig.js'
+import { startRig, waitHttp } from './support/sidecar-rig.js'
 
 const CERBOS_VERSION = '0.55.0'
 
@@ -68,16 +68,6 @@ function wrk(
     failed: num(/Non-2xx or 3xx responses: (\d+)/) + num(/Socket errors: connect (\d+)/),
     p99ms,
   }
-}
-
-async function waitHttp(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(url)).ok) return
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`not ready: ${url}`)
 }
 
 /** Cerbos from the npm registry into `dir`, with a policy equivalent to `verify: allow`. */

@@ -58,7 +58,8 @@ function pinServers(cpus: string): void {
     execFileSync('taskset', ['-a', '-pc', cpus, String(pid)], { stdio: 'ignore' })
 }
 
-async function waitHttp(url: string): Promise<void> {
+/** Resolves once `url` answers 2xx (a server started by a bench is up). */
+export async function waitHttp(url: string): Promise<void> {
   for (let i = 0; i < 300; i++) {
     try {
       if ((await fetch(url)).ok) return

@@ -12,7 +12,7 @@ import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
-import { ERRORS, type ErrorDef, JSON_RPC_CODES } from '../core/errors.js'
+import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
@@ -297,6 +297,18 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     sendRefusal(res, ERRORS.gateUnavailable, ERRORS.gateUnavailable.message)
   }
 
+  /** An answer in a body-aware protocol's own terms (a JSON-RPC error, a GraphQL error document). */
+  function sendProtocolAnswer(res: ServerResponse, status: number, contentType: string, body: string): void {
+    if (res.headersSent) return void res.destroy()
+    res.writeHead(status, {
+      'content-type': contentType,
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+      connection: 'close',
+    })
+    res.end(body)
+  }
+
   const handleCalls = createCallWrites({
     writes: deps.writes,
     protocols: {
@@ -310,16 +322,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     credentialFor,
     forward,
     continueIfExpected,
-    send(res, status, contentType, body) {
-      if (res.headersSent) return void res.destroy()
-      res.writeHead(status, {
-        'content-type': contentType,
-        'content-length': Buffer.byteLength(body),
-        'cache-control': 'no-store',
-        connection: 'close',
-      })
-      res.end(body)
-    },
+    send: sendProtocolAnswer,
   })
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -461,21 +464,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
             { keyId: tenant.keyId, environment: deps.environment },
             nowSeconds(deps.clock),
           ),
-          unreadable: (problem) =>
-            sendJson(
-              res,
-              def.status,
-              {
-                jsonrpc: '2.0',
-                id: null,
-                error: {
-                  code: JSON_RPC_CODES[def.code],
-                  message: `writegate: ${def.message}: ${problem}`,
-                  data: { code: def.code, decision: 'DENY', reason: def.code, status: def.status, problem },
-                },
-              },
-              { connection: 'close' },
-            ),
+          // No request of the agent's to answer by id: MCP's own rendering, `id: null`, the registry's status.
+          unreadable: (problem) => {
+            const r = mcpProtocol.render(
+              { kind: 'refused', def, error: `${def.message}: ${problem}`, detail: { problem }, call: null },
+              [],
+              { method, pathWithQuery: c.path, contentType: '', body: Buffer.alloc(0), headers: {} },
+            )
+            sendProtocolAnswer(res, r.status, r.contentType, r.body)
+          },
         }
         return forward(req, res, c.system, credential, c.path, null, undefined, rewritten)
       }

@@ -83,11 +83,6 @@ export function planProxyRequest(
   if (protocol)
     return { kind: 'settle', confirm: false, context: { kind: 'calls', system, path: target.path, protocol } }
   const route = compiled.routes.match(method, target.path)
-  // DELETE on an MCP endpoint ends the agent's session (Streamable HTTP): no write of the
-  // upstream's data, so it passes as a read does, unless a route maps it.
-  const onMcpEndpoint =
-    system.kind === 'mcp' && (compiled.endpoint?.match(target.path.split('?')[0] as string) ?? null) !== null
-  const read = isRead(method) || (method === 'DELETE' && onMcpEndpoint)
   if (route)
     return {
       kind: 'decide',
@@ -96,6 +91,12 @@ export function planProxyRequest(
       systemId: system.systemId,
       context: { kind: 'write', system, path: target.path },
     }
+  // After the route: a mapped write never pays for the endpoint match. DELETE on an MCP endpoint
+  // ends the agent's session (Streamable HTTP): no write of the upstream's data, so it passes as a
+  // read does, unless a route maps it.
+  const onMcpEndpoint =
+    system.kind === 'mcp' && (compiled.endpoint?.match(target.path.split('?')[0] as string) ?? null) !== null
+  const read = isRead(method) || (method === 'DELETE' && onMcpEndpoint)
   if (read && system.reads === 'pass')
     return {
       kind: 'settle',

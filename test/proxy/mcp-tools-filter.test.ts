@@ -237,6 +237,18 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
       )
       t.notMatch(r.body.toString(), /delete_repository/, `${name}: nothing of the answer reaches the agent`)
     }
+    scripted.answer((res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<p>'))
+    const stream = await agentRequest(bench.port, {
+      method: 'GET',
+      path: '/sys_scripted/mcp',
+      headers: { accept: 'text/event-stream' },
+    })
+    t.equal(stream.status, 502, 'a GET stream that cannot be read: no request id to answer by')
+    t.match(stream.json(), {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32010, data: { code: 'tools_list_unfilterable', decision: 'DENY', status: 502 } },
+    })
     scripted.answer((res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('session ended'))
     const ended = await agentRequest(bench.port, { method: 'DELETE', path: '/sys_scripted/mcp' })
     t.same(

@@ -27,6 +27,32 @@ function run(cmd: string, args: string[], env: Record<string, string> = {}) {
   })
 }
 
+/**
+ * curl as a transparently redirected agent: `connectTo` sends the host's connection to the TLS
+ * port, `cacert` is all it trusts; prints the body, then the status on the last line.
+ */
+const curlTransparent = (connectTo: string, cacert: string, url: string, body: string) =>
+  run('curl', [
+    '-s',
+    '-o',
+    '-',
+    '-w',
+    '\n%{http_code}',
+    '--noproxy',
+    '*',
+    '--connect-to',
+    connectTo,
+    '--cacert',
+    cacert,
+    '-X',
+    'POST',
+    '-H',
+    'content-type: application/json',
+    '-d',
+    body,
+    url,
+  ])
+
 t.test('HTTPS writes through TLS interception', async (t) => {
   const upstream = await startHttpsUpstream(t)
   const untrusted = await startHttpsUpstream(t)
@@ -172,27 +198,7 @@ except urllib.error.HTTPError as e:
     const tlsPort = bench.proxy.tlsPort as number
     t.ok(tlsPort > 0, 'the TLS port listens')
     const connectTo = `localhost:${upstream.port}:127.0.0.1:${tlsPort}`
-    const transparent = (path: string) =>
-      run('curl', [
-        '-s',
-        '-o',
-        '-',
-        '-w',
-        '\n%{http_code}',
-        '--noproxy',
-        '*',
-        '--connect-to',
-        connectTo,
-        '--cacert',
-        caFile,
-        '-X',
-        'POST',
-        '-H',
-        'content-type: application/json',
-        '-d',
-        '{"amount":7}',
-        url(path),
-      ])
+    const transparent = (path: string) => curlTransparent(connectTo, caFile, url(path), '{"amount":7}')
     const before = upstream.received.length
     const allowed = await transparent('/v1/checks')
     t.equal(status(allowed), 200, allowed.stderr)
@@ -455,24 +461,7 @@ t.test('transparent mode: an SNI on the pass-through list is tunnelled opaque, o
   })
   const tlsPort = bench.proxy.tlsPort as number
   const through = (name: string, cacert: string) =>
-    run('curl', [
-      '-s',
-      '-o',
-      '-',
-      '-w',
-      '\n%{http_code}',
-      '--noproxy',
-      '*',
-      '--connect-to',
-      `${name}:443:127.0.0.1:${tlsPort}`,
-      '--cacert',
-      cacert,
-      '-X',
-      'POST',
-      '-d',
-      '{}',
-      `https://${name}/anything`,
-    ])
+    curlTransparent(`${name}:443:127.0.0.1:${tlsPort}`, cacert, `https://${name}/anything`, '{}')
   const passed = await through('localhost', join(dir, 'outside.crt'))
   t.equal(passed.stdout.trim().split('\n').at(-1), '200', passed.stderr)
   t.same(

@@ -89,6 +89,14 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
       /^invalid setting redis\.url \(WRITEGATE_REDIS_URL\)/,
     ],
     [
+      { WRITEGATE_CONFIG: file('mode.yaml', ''), WRITEGATE_REDIS_MODE: 'sentinel' },
+      /^invalid setting redis\.mode \(WRITEGATE_REDIS_MODE\): .*"sentinel"$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('ptport.yaml', 'proxy:\n  tls:\n    passthroughPort: 0\n') },
+      /^invalid setting proxy\.tls\.passthroughPort: /,
+    ],
+    [
       { WRITEGATE_CONFIG: file('ok5.yaml', ''), WRITEGATE_LOG_LEVEL: 'loud' },
       /^invalid setting log\.level \(WRITEGATE_LOG_LEVEL\)/,
     ],
