@@ -71,7 +71,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
     const drafts = batch.flatMap((p) => p.drafts)
     let receipts: Receipt[]
     try {
-      receipts = await opts.sor.transaction((stores) => stores.receipts.append(drafts))
+      receipts = await opts.sor.appendReceipts(drafts)
     } catch (err) {
       for (const p of batch) p.reject(err)
       return

@@ -1,5 +1,5 @@
 import type { Logger } from '../observability/logger.js'
-import type { ReceiptQueue } from '../store/ports/hot-store.js'
+import type { QueuedReceipts, ReceiptQueue } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
 import { persistDurable } from './persist-durable.js'
@@ -43,23 +43,33 @@ export function createReceiptDrain(deps: {
   /** `untilEmpty`: keep reading past a short batch (drainAll: tests and shutdown). */
   async function drainTenant(tenantId: string, untilEmpty: boolean): Promise<number> {
     let moved = 0
-    for (;;) {
-      const entries = await queue.read(tenantId, deps.consumer, BATCH)
+    let next: Promise<QueuedReceipts[]> | null = queue.read(tenantId, deps.consumer, BATCH)
+    while (next) {
+      const entries: QueuedReceipts[] = await next
       if (entries.length === 0) return moved
-      await persistDurable(sor, audit, {
-        receipts: entries.flatMap((e) => e.payload.receipts),
-        actions: entries.flatMap((e) => e.payload.actions),
-      })
-      await queue.ack(
-        tenantId,
-        entries.map((e) => e.id),
-      )
-      moved += entries.reduce((n, e) => n + e.payload.receipts.length, 0)
       // A short batch means the stream is caught up. Reading again at once would chase the
       // proxies one receipt at a time, a Postgres transaction each; the next hint or poll
       // comes soon enough, and the receipts wait durable in the stream meanwhile.
-      if (entries.length < BATCH && !untilEmpty) return moved
+      const more = entries.length === BATCH || untilEmpty
+      // The next batch is read while this one commits. If the commit fails, those entries
+      // stay unacknowledged in the stream and are claimed again (nothing is lost).
+      next = more ? queue.read(tenantId, deps.consumer, BATCH) : null
+      try {
+        await persistDurable(sor, audit, {
+          receipts: entries.flatMap((e) => e.payload.receipts),
+          actions: entries.flatMap((e) => e.payload.actions),
+        })
+        await queue.ack(
+          tenantId,
+          entries.map((e) => e.id),
+        )
+      } catch (err) {
+        next?.catch(() => {})
+        throw err
+      }
+      moved += entries.reduce((n, e) => n + e.payload.receipts.length, 0)
     }
+    return moved
   }
 
   /** Tenants that queued recently: looked at on every pass, since proxies throttle their hints. */

@@ -92,3 +92,80 @@ t.test('drain: a hint that lands during a pass is acted on at once, not at the n
     "tenant b's receipt is drained within 3 s",
   )
 })
+
+t.test('drain: a failed commit loses nothing, the batch read ahead of it included', async (t) => {
+  const tr = await openTestRedis()
+  const opts = { url: tr.url, keyPrefix: tr.prefix }
+  const redis = connectRedis(opts)
+  const subscriber = connectRedis(opts, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({
+    redis,
+    subscriber,
+    keyPrefix: tr.prefix,
+    nowSeconds: now,
+    claimIdleMs: 100,
+  })
+  const tdb = await openTestDatabase('postgres')
+  const real = createSystemOfRecord(tdb.db)
+  // The second transaction fails: by then the drain has read the batch after it.
+  let transactions = 0
+  const sor = {
+    ...real,
+    transaction: <T>(fn: Parameters<typeof real.transaction<T>>[0]) => {
+      transactions += 1
+      return transactions === 2 ? Promise.reject(new Error('postgres went away')) : real.transaction(fn)
+    },
+  }
+  t.teardown(async () => {
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+    await tr.close()
+    await tdb.close()
+  })
+  const ten = newId('tenant')
+  await hot.publish(snapshot(ten))
+  const ids: string[] = []
+  for (let i = 0; i < 1_250; i++) {
+    const receiptId = newId('receipt')
+    ids.push(receiptId)
+    await hot.commit({
+      tenantId: ten,
+      version: 1,
+      quota: null,
+      grantCandidates: [],
+      durable: {
+        otherwise: {
+          receipts: [draft({ receiptId, tenantId: ten, kind: 'CHECK', createdAt: now() })],
+          actions: [],
+        },
+      },
+    })
+  }
+  const drain = createReceiptDrain({
+    queue: hot.receiptQueue as ReceiptQueue,
+    sor,
+    audit: createDirectAuditLog(real),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [ten],
+  })
+  await t.rejects(drain.drainAll(), /postgres went away/)
+  t.equal((await real.stores.receipts.list(ten, 0, 2_000)).length, 500, 'the first batch committed')
+  await new Promise((r) => setTimeout(r, 150)) // past claimIdleMs: the unacknowledged entries are claimed
+  await drain.drainAll()
+  await drain.drainAll()
+  const list = await real.stores.receipts.list(ten, 0, 2_000)
+  t.same(
+    list.map((r) => r.receiptId),
+    ids,
+    'every receipt once, in order',
+  )
+  t.same(
+    list.map((r) => r.seq),
+    ids.map((_, i) => i + 1),
+  )
+  t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 0, 'nothing left in the stream')
+})

@@ -199,6 +199,46 @@ for (const kind of ALL_BACKENDS) {
       for (let i = 1; i < list.length; i++) t.equal(list[i]!.prevHash, list[i - 1]!.hash)
     })
 
+    t.test('receipts: an append of its own (begin and commit pipelined) is one transaction', async (t) => {
+      const a = await tenant()
+      const b = await tenant()
+      const d = (tenantId: string, n: number) =>
+        draft({ receiptId: newId('receipt'), tenantId, kind: 'CHECK', createdAt: n, detail: { n } })
+      // Concurrent appends of their own, on both tenants: gap-free and linked.
+      const written = await Promise.all(
+        Array.from({ length: 16 }, (_, n) => sor.appendReceipts([d(n % 2 ? a : b, n)])),
+      )
+      t.equal(written.flat().length, 16)
+      for (const ten of [a, b]) {
+        const list = await s.receipts.list(ten, 0, 100)
+        t.same(
+          list.map((r) => r.seq),
+          [1, 2, 3, 4, 5, 6, 7, 8],
+        )
+        for (let i = 1; i < list.length; i++) t.equal(list[i]!.prevHash, list[i - 1]!.hash)
+      }
+      const again = await sor.appendReceipts([written[0]![0]!])
+      t.same(again, written[0], 'idempotent: the stored receipt comes back')
+
+      // A row planted where a's next receipt goes makes the batch's insert fail: nothing of the
+      // batch is kept (b's receipt included), and the connection is not left in a transaction.
+      await tdb.db.sql`insert into receipts (tenant_id, seq, receipt_id, kind, created_at, body, hash)
+                       values (${a}, 9, ${newId('receipt')}, 'CHECK', 0, '{}', 'x')`
+      const lost = [d(b, 100), d(a, 101)]
+      await t.rejects(sor.appendReceipts(lost), { code: '23505' })
+      t.equal(await s.receipts.get(b, lost[0]!.receiptId), null, 'rolled back whole')
+      t.equal((await s.receipts.list(b, 8, 10)).length, 0)
+      const [head] = await tdb.db.sql<{ seq: number }[]>`select seq from audit_heads where tenant_id = ${a}`
+      t.equal(head?.seq, 8, 'the head did not move')
+      for (let i = 0; i < 12; i++) {
+        // More than the pool's connections: a connection left inside the failed transaction
+        // would refuse these.
+        const [r] = await sor.appendReceipts([d(b, 200 + i)])
+        t.equal(r?.seq, 9 + i)
+      }
+      t.equal((await s.tenants.get(b))?.id, b)
+    })
+
     t.test(
       'systems: per-tenant ids, whole replacement with versions, tombstones keep ids taken',
       async (t) => {

@@ -1,3 +1,4 @@
+import type { PendingQuery, Row, Sql } from 'postgres'
 import { chainReceipts, type Receipt, type ReceiptDraft } from '../../core/receipt.js'
 import { GENESIS_HASH } from '../../core/receipt-chain.js'
 import type { ReceiptStore } from '../ports/audit.js'
@@ -33,78 +34,131 @@ export function receiptFromRow(r: ReceiptRow): Receipt {
   return { ...(JSON.parse(r.body) as Omit<Receipt, 'hash'>), hash: r.hash }
 }
 
+/**
+ * Set-based and pipelined, so a group-committed batch costs two round trips inside its
+ * transaction whether it holds one tenant or fifty: the reads (create missing head rows,
+ * lock the heads, find receipts already stored) go out together, then one statement
+ * inserts, advances the heads and notifies. Statements on one connection run in the
+ * order they were sent, so the head rows exist before they are locked. Needs a
+ * transaction's handle (every caller has one): on a pool the reads would go out on
+ * different connections.
+ */
+/**
+ * A transaction's begin and commit, sent on the same connection just before the reads and
+ * just after the write without waiting for either: an append of its own then costs two
+ * round trips in all. A commit that follows a failed write ends the transaction as a
+ * rollback, so nothing of the batch is kept.
+ */
+interface Around {
+  begin(): PendingQuery<Row[]>
+  commit(): PendingQuery<Row[]>
+}
+
+/**
+ * Appends as a transaction of its own (the group commit's batches, one-off appends) on a
+ * connection reserved from the pool.
+ */
+export async function appendReceiptsAlone(pool: Sql, drafts: readonly ReceiptDraft[]): Promise<Receipt[]> {
+  if (drafts.length === 0) return []
+  const conn = await pool.reserve()
+  try {
+    return await appendReceipts(conn, drafts, { begin: () => conn`begin`, commit: () => conn`commit` })
+  } catch (err) {
+    // Ends a transaction still open after a failed read; a no-op when the commit already did.
+    await conn`rollback`.catch(() => {})
+    throw err
+  } finally {
+    conn.release()
+  }
+}
+
+async function appendReceipts(
+  sql: SqlHandle,
+  drafts: readonly ReceiptDraft[],
+  around?: Around,
+): Promise<Receipt[]> {
+  if (drafts.length === 0) return []
+  // Code-unit order here and `collate "C"` below: every transaction takes the head
+  // rows in the same order, so concurrent batches never deadlock.
+  const tenantIds = [...new Set(drafts.map((d) => d.tenantId))].sort()
+  const [, , heads, existing] = await Promise.all([
+    around?.begin(),
+    sql`insert into audit_heads (tenant_id, seq, hash)
+        select t, 0, ${GENESIS_HASH} from unnest(${tenantIds}::text[]) as t
+        on conflict (tenant_id) do nothing`,
+    sql<{ tenant_id: string; seq: number; hash: string }[]>`
+      select tenant_id, seq, hash from audit_heads where tenant_id = any(${tenantIds})
+      order by tenant_id collate "C" for update`,
+    // After the head locks, so this check cannot race another append of the same receipt.
+    sql<ReceiptRow[]>`select body, hash from receipts
+                      where receipt_id = any(${drafts.map((d) => d.receiptId)})`,
+  ])
+  const headOf = new Map(heads.map((h) => [h.tenant_id, { seq: Number(h.seq), hash: h.hash }]))
+  const all = new Map<string, Receipt>()
+  for (const row of existing) {
+    const r = receiptFromRow(row)
+    all.set(r.receiptId, r)
+  }
+  const fresh = new Map<string, ReceiptDraft[]>()
+  const seen = new Set<string>()
+  for (const d of drafts) {
+    if (all.has(d.receiptId) || seen.has(d.receiptId)) continue
+    seen.add(d.receiptId)
+    const list = fresh.get(d.tenantId)
+    if (list) list.push(d)
+    else fresh.set(d.tenantId, [d])
+  }
+  if (fresh.size === 0) {
+    await around?.commit()
+    return drafts.map((d) => all.get(d.receiptId) as Receipt)
+  }
+  // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
+  // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
+  // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
+  const rows: ReceiptInsert[] = []
+  const moved: { tenant_id: string; seq: number; hash: string }[] = []
+  for (const [tenantId, list] of fresh) {
+    const head = headOf.get(tenantId)
+    if (!head) throw new Error(`audit head missing for ${tenantId}`)
+    const chained = chainReceipts(head, list)
+    chained.receipts.forEach((r, i) => {
+      rows.push({
+        tenant_id: r.tenantId,
+        seq: r.seq,
+        receipt_id: r.receiptId,
+        kind: r.kind,
+        decision: r.decision,
+        created_at: r.createdAt,
+        key_id: r.keyId,
+        body: chained.bodies[i] as string,
+        hash: r.hash,
+      })
+      all.set(r.receiptId, r)
+    })
+    moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
+  }
+  // Data-modifying CTEs all run, referenced or not; the NOTIFY is delivered at commit.
+  const written = sql`with inserted as (
+              insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
+              select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
+              from json_to_recordset(${JSON.stringify(rows)}::text::json)
+                as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
+                     created_at bigint, key_id text, body text, hash text)
+            ), advanced as (
+              update audit_heads h set seq = v.seq, hash = v.hash
+              from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
+                          ${moved.map((m) => m.hash)}::text[]) as v(tenant_id, seq, hash)
+              where h.tenant_id = v.tenant_id
+              returning h.tenant_id
+            )
+            select pg_notify(${RECEIPTS_CHANNEL}, tenant_id) from advanced`
+  await Promise.all([written, around?.commit()])
+  return drafts.map((d) => all.get(d.receiptId) as Receipt)
+}
+
 export function createReceiptStore(sql: SqlHandle): ReceiptStore {
   return {
-    /**
-     * Set-based, so a group-committed batch costs the same six statements whether it
-     * holds one tenant or fifty: create missing head rows, lock the heads, find receipts
-     * already stored, insert, advance the heads, notify.
-     */
-    async append(drafts) {
-      if (drafts.length === 0) return []
-      // Code-unit order here and `collate "C"` below: every transaction takes the head
-      // rows in the same order, so concurrent batches never deadlock.
-      const tenantIds = [...new Set(drafts.map((d) => d.tenantId))].sort()
-      await sql`insert into audit_heads (tenant_id, seq, hash)
-                select t, 0, ${GENESIS_HASH} from unnest(${tenantIds}::text[]) as t
-                on conflict (tenant_id) do nothing`
-      const heads = await sql<{ tenant_id: string; seq: number; hash: string }[]>`
-        select tenant_id, seq, hash from audit_heads where tenant_id = any(${tenantIds})
-        order by tenant_id collate "C" for update`
-      const headOf = new Map(heads.map((h) => [h.tenant_id, { seq: Number(h.seq), hash: h.hash }]))
-      const all = new Map<string, Receipt>()
-      // Under the head locks, so this check cannot race another append of the same receipt.
-      const existing = await sql<ReceiptRow[]>`select body, hash from receipts
-                                               where receipt_id = any(${drafts.map((d) => d.receiptId)})`
-      for (const row of existing) {
-        const r = receiptFromRow(row)
-        all.set(r.receiptId, r)
-      }
-      const fresh = new Map<string, ReceiptDraft[]>()
-      const seen = new Set<string>()
-      for (const d of drafts) {
-        if (all.has(d.receiptId) || seen.has(d.receiptId)) continue
-        seen.add(d.receiptId)
-        fresh.set(d.tenantId, [...(fresh.get(d.tenantId) ?? []), d])
-      }
-      if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
-      // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
-      // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
-      // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
-      const rows: ReceiptInsert[] = []
-      const moved: { tenant_id: string; seq: number; hash: string }[] = []
-      for (const [tenantId, list] of fresh) {
-        const head = headOf.get(tenantId)
-        if (!head) throw new Error(`audit head missing for ${tenantId}`)
-        const chained = chainReceipts(head, list)
-        chained.receipts.forEach((r, i) => {
-          rows.push({
-            tenant_id: r.tenantId,
-            seq: r.seq,
-            receipt_id: r.receiptId,
-            kind: r.kind,
-            decision: r.decision,
-            created_at: r.createdAt,
-            key_id: r.keyId,
-            body: chained.bodies[i] as string,
-            hash: r.hash,
-          })
-          all.set(r.receiptId, r)
-        })
-        moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
-      }
-      await sql`insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
-                select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
-                from json_to_recordset(${JSON.stringify(rows)}::text::json)
-                  as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
-                       created_at bigint, key_id text, body text, hash text)`
-      await sql`update audit_heads h set seq = v.seq, hash = v.hash
-                from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
-                            ${moved.map((m) => m.hash)}::text[]) as v(tenant_id, seq, hash)
-                where h.tenant_id = v.tenant_id`
-      await sql`select pg_notify(${RECEIPTS_CHANNEL}, t) from unnest(${moved.map((m) => m.tenant_id)}::text[]) as t`
-      return drafts.map((d) => all.get(d.receiptId) as Receipt)
-    },
+    append: (drafts) => appendReceipts(sql, drafts),
     async get(tenantId, receiptId) {
       const [r] = await sql<ReceiptRow[]>`select body, hash from receipts
                                           where tenant_id = ${tenantId} and receipt_id = ${receiptId}`

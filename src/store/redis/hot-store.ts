@@ -183,8 +183,15 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     },
     async ack(tenantId, ids) {
       if (ids.length === 0) return
-      await r.xack(k.stream(tenantId), GROUP, ...ids)
-      await r.xdel(k.stream(tenantId), ...ids)
+      // One round trip (both keys are the tenant's stream, one slot). XDEL after XACK: an entry
+      // is removed only once acknowledged.
+      const results = await r
+        .pipeline()
+        .xack(k.stream(tenantId), GROUP, ...ids)
+        .xdel(k.stream(tenantId), ...ids)
+        .exec()
+      const failed = results?.find(([err]) => err)
+      if (!results || failed) throw failed?.[0] ?? new Error('receipt ack: pipeline not run')
     },
     async backlog(tenantIds) {
       let n = 0
