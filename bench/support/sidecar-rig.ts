@@ -38,6 +38,8 @@ export interface Rig {
   agentKey: string
   /** The control plane's base URL. */
   origin: string
+  /** The scratch database the control plane writes its audit log to. */
+  databaseUrl: string
   /** Starts a gate-proxy on CPU 0 acting as the agent key, extra settings merged into its config. */
   startProxy(
     settings?: Record<string, unknown>,
@@ -196,6 +198,7 @@ export async function startRig(
     tenant,
     agentKey: agent.apiKey as string,
     origin,
+    databaseUrl: dbUrl.toString(),
     controlPlane: cp,
     async startProxy(settings = {}, env = {}) {
       const port = nextPort

@@ -6,6 +6,14 @@ import type { Caller, DeadKeyReason, KeyCaller, SponsorCaller } from './caller.j
 export interface Authenticator {
   /** A live or dead API key, or null for anything else (sponsor and badge tokens included). */
   apiKey(bearer: string | undefined): Promise<KeyCaller | null>
+  /**
+   * Who a key is (tenant, key, principal, scope), for POST /v1/check alone: every answer there is
+   * decided under the tenant's current snapshot, which judges the key's standing itself
+   * (revoked, a disabled or deleted principal: DENY on record). Those facts never change for a
+   * key, so they are kept in a bounded cache and a check costs no Postgres lookup; `dead` is
+   * left null here and never consulted.
+   */
+  keyIdentity(bearer: string | undefined): Promise<KeyCaller | null>
   /** The tenant whose sponsor token this is, or null. */
   sponsor(bearer: string | undefined): Promise<SponsorCaller | null>
 }
@@ -17,9 +25,27 @@ export function bearerOf(header: string | undefined): string | undefined {
   return m?.[1]
 }
 
-export function createAuthenticator(deps: { stores: Stores }): Authenticator {
+/** Key identities kept for POST /v1/check; past it the oldest are dropped. */
+export const KEY_IDENTITY_CACHE_SIZE = 10_000
+
+export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: number }): Authenticator {
   const { stores } = deps
-  return {
+  const cacheSize = deps.identityCacheSize ?? KEY_IDENTITY_CACHE_SIZE
+  // By the secret's hash, never the secret; only keys that resolved are kept.
+  const identities = new Map<string, KeyCaller>()
+  const auth: Authenticator = {
+    async keyIdentity(bearer) {
+      if (!bearer || classifyCredential(bearer) !== 'apiKey') return null
+      const hash = hashSecret(bearer)
+      const known = identities.get(hash)
+      if (known) return known
+      const caller = await auth.apiKey(bearer)
+      if (!caller) return null
+      const identity: KeyCaller = { ...caller, dead: null }
+      if (identities.size >= cacheSize) identities.delete(identities.keys().next().value as string)
+      identities.set(hash, identity)
+      return identity
+    },
     async apiKey(bearer) {
       if (!bearer || classifyCredential(bearer) !== 'apiKey') return null
       const hash = hashSecret(bearer)
@@ -49,4 +75,5 @@ export function createAuthenticator(deps: { stores: Stores }): Authenticator {
       return { kind: 'sponsor', tenantId: found.tenant.id }
     },
   }
+  return auth
 }

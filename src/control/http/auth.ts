@@ -13,14 +13,19 @@ declare module 'fastify' {
 export interface KeyAccess {
   /** `admin` endpoints refuse agent-scoped keys with 403 (contract §2 "Key scopes"). */
   scope: 'admin' | 'agent'
-  /** Only POST /v1/check answers a dead key (with DENY, on record). */
+  /**
+   * Only POST /v1/check answers a dead key (with DENY, on record): its decision judges the key's
+   * standing under the tenant's snapshot, so the key is only identified here (cached).
+   */
   allowDead?: boolean
 }
 
 /** K endpoints: anything but a live API key (a sponsor or badge token included) gets 401 `unknown API key`. */
 export function requireKey(auth: Authenticator, access: KeyAccess): onRequestAsyncHookHandler {
   const hook = async (req: FastifyRequest, _reply: FastifyReply) => {
-    const caller = await auth.apiKey(bearerOf(req.headers.authorization))
+    const bearer = bearerOf(req.headers.authorization)
+    // A route that answers dead keys decides their standing under the snapshot: identity is enough.
+    const caller = access.allowDead ? await auth.keyIdentity(bearer) : await auth.apiKey(bearer)
     if (!caller || (caller.dead && !access.allowDead)) throw new WriteGateError(ERRORS.unknownApiKey)
     if (access.scope === 'admin' && caller.scope !== 'admin')
       throw new WriteGateError(ERRORS.insufficientScope)
