@@ -136,26 +136,33 @@ for (const kind of API_BACKENDS) {
       t.equal((await checkReceipts(o.tenantId)).filter((r) => r.decision === 'DENY').length, 3)
     })
 
-    t.test('a key that checked before it died is judged by its standing now, not as first seen', async (t) => {
-      // /v1/check keeps who a key is after its first use (no Postgres lookup per check); its
-      // standing is the snapshot's to judge at every check.
-      const o = await api.newTenant()
-      const p = await api.post('/v1/principals', { name: 'worker' }, { bearer: o.apiKey })
-      const key = (
-        await api.post('/v1/keys', { email: o.email, principal_id: p.body.principalId }, { bearer: o.apiKey })
-      ).body.apiKey as string
-      const check = async () => (await api.post('/v1/check', { verb: 'verify' }, { bearer: key })).body
-      t.match(await check(), { decision: 'ALLOW' })
-      await api.patch(`/v1/principals/${p.body.principalId}`, { disabled: true }, { bearer: o.apiKey })
-      t.match(await check(), { decision: 'DENY', reason: 'principal_disabled' })
-      t.equal((await api.get('/v1/me', { bearer: key })).status, 401, 'other routes look the key up afresh')
-      await api.patch(`/v1/principals/${p.body.principalId}`, { disabled: false }, { bearer: o.apiKey })
-      t.match(await check(), { decision: 'ALLOW' }, 'enabled again')
-      await api.post(`/v1/principals/${p.body.principalId}/revoke`, {}, { bearer: o.apiKey })
-      t.match(await check(), { decision: 'DENY', reason: 'key_revoked' })
-      const unknown = await api.post('/v1/check', { verb: 'verify' }, { bearer: `${key.slice(0, -4)}zzzz` })
-      t.equal(unknown.status, 401, 'a key that never resolved is not cached')
-    })
+    t.test(
+      'a key that checked before it died is judged by its standing now, not as first seen',
+      async (t) => {
+        // /v1/check keeps who a key is after its first use (no Postgres lookup per check); its
+        // standing is the snapshot's to judge at every check.
+        const o = await api.newTenant()
+        const p = await api.post('/v1/principals', { name: 'worker' }, { bearer: o.apiKey })
+        const key = (
+          await api.post(
+            '/v1/keys',
+            { email: o.email, principal_id: p.body.principalId },
+            { bearer: o.apiKey },
+          )
+        ).body.apiKey as string
+        const check = async () => (await api.post('/v1/check', { verb: 'verify' }, { bearer: key })).body
+        t.match(await check(), { decision: 'ALLOW' })
+        await api.patch(`/v1/principals/${p.body.principalId}`, { disabled: true }, { bearer: o.apiKey })
+        t.match(await check(), { decision: 'DENY', reason: 'principal_disabled' })
+        t.equal((await api.get('/v1/me', { bearer: key })).status, 401, 'other routes look the key up afresh')
+        await api.patch(`/v1/principals/${p.body.principalId}`, { disabled: false }, { bearer: o.apiKey })
+        t.match(await check(), { decision: 'ALLOW' }, 'enabled again')
+        await api.post(`/v1/principals/${p.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+        t.match(await check(), { decision: 'DENY', reason: 'key_revoked' })
+        const unknown = await api.post('/v1/check', { verb: 'verify' }, { bearer: `${key.slice(0, -4)}zzzz` })
+        t.equal(unknown.status, 401, 'a key that never resolved is not cached')
+      },
+    )
 
     t.test('quota: 100 checks per key per calendar month, then 402 without a receipt', async (t) => {
       const o = await api.newTenant()

@@ -24,7 +24,13 @@ function fakeStores(keys: string[], revoked = new Set<string>()) {
             createdAt: 1,
             revokedAt: revoked.has(found.k) ? 2 : null,
           },
-          principal: { id: `prn_${found.i}`, name: `p${found.i}`, disabled: false, createdAt: 1, deletedAt: null },
+          principal: {
+            id: `prn_${found.i}`,
+            name: `p${found.i}`,
+            disabled: false,
+            createdAt: 1,
+            deletedAt: null,
+          },
         }
       },
     },
