@@ -110,12 +110,7 @@ export function startReceiptStream(
               `id: ${r.seq}\nevent: receipt\ndata: ${receiptJsonFromStored(r.body, r.hash)}\n\n`,
             )
             cursor = r.seq
-            if (!flushed) {
-              await new Promise<void>((resolve) => {
-                res.once('drain', resolve)
-                res.once('close', resolve)
-              })
-            }
+            if (!flushed) await drainedOrClosed(res)
           }
           if (rows.length < pageSize || stopped) break
         }
@@ -136,4 +131,20 @@ export function startReceiptStream(
     },
     done,
   }
+}
+
+/**
+ * Resolves when the socket drains or closes, leaving no listener behind: a long stream to a
+ * slow reader waits many times, and a `close` listener left per wait would pile up.
+ */
+function drainedOrClosed(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
 }
