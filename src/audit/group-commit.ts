@@ -73,7 +73,19 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
     try {
       receipts = await opts.sor.appendReceipts(drafts)
     } catch (err) {
-      for (const p of batch) p.reject(err)
+      // A draft that cannot be serialised fails the whole transaction (the chain is hashed
+      // inside it). Rather than canonicalising every draft twice to refuse it up front, a
+      // failed batch is looked at caller by caller: such drafts are refused alone and the
+      // others go into the next transaction, ahead of later appends.
+      const unserialisable = batch.length > 1 ? batch.filter((p) => !serialisable(p.drafts)) : []
+      if (unserialisable.length === 0) {
+        for (const p of batch) p.reject(err)
+        return
+      }
+      for (const p of unserialisable) p.reject(new TypeError('receipt draft cannot be serialised'))
+      const retry = batch.filter((p) => !unserialisable.includes(p))
+      queue.unshift(...retry)
+      queued += retry.reduce((n, p) => n + p.drafts.length, 0)
       return
     }
     let at = 0
@@ -102,12 +114,6 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
     },
     append(drafts) {
       if (drafts.length === 0) return Promise.resolve([])
-      try {
-        // A draft that cannot be serialised would fail everyone's transaction: refuse it here, alone.
-        for (const d of drafts) canonicalJson(d)
-      } catch (err) {
-        return Promise.reject(err)
-      }
       if (queued + drafts.length > maxQueue && queued > 0) {
         return Promise.reject(new WriteGateError(ERRORS.unavailable, { reason: 'audit_backlog' }))
       }
@@ -121,5 +127,14 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       if (inFlight === 0 && queue.length === 0) return Promise.resolve()
       return new Promise<void>((resolve) => idleWaiters.push(resolve))
     },
+  }
+}
+
+function serialisable(drafts: readonly ReceiptDraft[]): boolean {
+  try {
+    for (const d of drafts) canonicalJson(d)
+    return true
+  } catch {
+    return false
   }
 }

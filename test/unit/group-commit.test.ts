@@ -158,6 +158,40 @@ t.test('a draft that cannot be serialised is refused alone', async (t) => {
   )
 })
 
+t.test(
+  'a draft that cannot be serialised, in one batch with others: refused alone, the others kept',
+  async (t) => {
+    const f = fakeSor()
+    const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+    const release = f.hold()
+    const first = log.append([d()])
+    await new Promise((r) => setImmediate(r))
+    const good = [d(), d()]
+    const bad = { ...d(), detail: { n: Number.POSITIVE_INFINITY } }
+    const calls = [
+      log.append([good[0] as ReceiptDraft]),
+      log.append([bad]),
+      log.append([good[1] as ReceiptDraft]),
+    ]
+    release()
+    const results = await Promise.allSettled([first, ...calls])
+    t.same(
+      results.map((r) => r.status),
+      ['fulfilled', 'fulfilled', 'rejected', 'fulfilled'],
+    )
+    t.same(f.batches, [1, 3, 2], 'the three shared a batch; the two good ones went into the next')
+    t.same(
+      f.committed.map((r) => [r.receiptId, r.seq]),
+      [
+        [(await first)[0]?.receiptId, 1],
+        [good[0]?.receiptId, 2],
+        [good[1]?.receiptId, 3],
+      ],
+      'gap-free, in arrival order',
+    )
+  },
+)
+
 t.test('flush resolves once every accepted append is durable', async (t) => {
   const f = fakeSor()
   const woke: string[][] = []
