@@ -21,6 +21,29 @@ function quote(s: string): string {
   return NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`
 }
 
+/**
+ * Most keys come from a small fixed set (receipt fields): each is quoted once. Keys an agent
+ * chose (tool parameters) may be anything, so only short ones are kept, and only so many.
+ */
+const QUOTED_KEYS = new Map<string, string>()
+const MAX_QUOTED_KEYS = 4096
+const MAX_QUOTED_KEY_LENGTH = 64
+
+function quoteKey(k: string): string {
+  let q = QUOTED_KEYS.get(k)
+  if (q === undefined) {
+    q = quote(k)
+    if (k.length <= MAX_QUOTED_KEY_LENGTH && QUOTED_KEYS.size < MAX_QUOTED_KEYS) QUOTED_KEYS.set(k, q)
+  }
+  return q
+}
+
+/** Objects the code builds in order need no sort; one pass tells. */
+function isSorted(keys: string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if ((keys[i - 1] as string) > (keys[i] as string)) return false
+  return true
+}
+
 // String concatenation rather than arrays and join: receipts are hashed on every append.
 function serialize(value: unknown): string {
   if (value === null) return 'null'
@@ -44,13 +67,13 @@ function serialize(value: unknown): string {
       }
       const obj = value as Record<string, unknown>
       const keys = Object.keys(obj)
-      if (keys.length > 1) keys.sort(byCodeUnits)
+      if (keys.length > 1 && !isSorted(keys)) keys.sort(byCodeUnits)
       let out = '{'
       let first = true
       for (const k of keys) {
         const v = obj[k]
         if (v === undefined || typeof v === 'function') continue
-        out += `${first ? '' : ','}${quote(k)}:${serialize(v)}`
+        out += `${first ? '' : ','}${quoteKey(k)}:${serialize(v)}`
         first = false
       }
       return `${out}}`

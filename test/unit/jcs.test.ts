@@ -79,6 +79,15 @@ t.test('the serializer agrees with the reference reading, escapes and surrogates
   t.pass('agrees')
 })
 
+t.test('keys: quoted alike past the quote cache, long ones and ones needing escapes included', async (t) => {
+  // Keys are quoted once and kept (short ones, up to a bound): the same text either way.
+  const many = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`k${i}"\u0001`, i]))
+  const long = { ['x'.repeat(100_000)]: 1, [`${'y'.repeat(70)}"`]: 2, short: 3 }
+  for (const v of [many, long, many, long]) t.equal(canonicalJson(v), referenceJcs(v))
+  t.equal(canonicalJson({ b: 1, a: { d: 1, c: 2 } }), '{"a":{"c":2,"d":1},"b":1}', 'sorted, nested')
+  t.equal(canonicalJson({ a: 1, b: { c: 1, d: 2 } }), '{"a":1,"b":{"c":1,"d":2}}', 'already sorted')
+})
+
 t.test('receipt chain: seq runs 1..n, each prevHash is the previous hash', async (t) => {
   const drafts = [1, 2, 3].map((i) =>
     draft({ receiptId: `rcp_${i}`, tenantId: 'ten_a', kind: 'CHECK', createdAt: 100 + i, decision: 'ALLOW' }),
