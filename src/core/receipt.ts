@@ -99,12 +99,14 @@ export function chainReceipts(
   let { seq, hash } = head
   for (const d of drafts) {
     seq += 1
-    const body = { ...d, seq, prevHash: hash }
+    const body: Omit<Receipt, 'hash'> & { hash?: string } = { ...d, seq, prevHash: hash }
     // Canonicalised once: the text that is hashed is the text that is stored.
     const text = canonicalBody(body)
     const next = chainHashOfText(hash, text)
     bodies.push(text)
-    receipts.push({ ...body, hash: next })
+    // The hash joins the same object once the body is canonical: no second copy per receipt.
+    body.hash = next
+    receipts.push(body as Receipt)
     hash = next
   }
   return { receipts, bodies, head: { seq, hash } }

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { hash, timingSafeEqual } from 'node:crypto'
 
 /**
  * High-entropy secrets (API keys, sponsor and badge tokens, invite codes) are stored
@@ -6,7 +6,8 @@ import { createHash, timingSafeEqual } from 'node:crypto'
  * (backup codes) use a salted slow hash instead (see backup-codes.ts).
  */
 export function sha256Hex(input: string | Uint8Array): string {
-  return createHash('sha256').update(input).digest('hex')
+  // One-shot: no Hash object per call (every receipt is hashed once on its way into the chain).
+  return hash('sha256', input, 'hex')
 }
 
 export function hashSecret(secret: string): string {
