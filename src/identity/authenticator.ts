@@ -11,7 +11,8 @@ export interface Authenticator {
    * decided under the tenant's current snapshot, which judges the key's standing itself
    * (revoked, a disabled or deleted principal: DENY on record). Those facts never change for a
    * key, so they are kept in a bounded cache and a check costs no Postgres lookup; `dead` is
-   * left null here and never consulted.
+   * left null here and never consulted, and `principalName` is as first seen (receipts take the
+   * name from the snapshot).
    */
   keyIdentity(bearer: string | undefined): Promise<KeyCaller | null>
   /** The tenant whose sponsor token this is, or null. */
