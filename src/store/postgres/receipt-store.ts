@@ -35,15 +35,6 @@ export function receiptFromRow(r: ReceiptRow): Receipt {
 }
 
 /**
- * Set-based and pipelined, so a group-committed batch costs two round trips inside its
- * transaction whether it holds one tenant or fifty: the reads (create missing head rows,
- * lock the heads, find receipts already stored) go out together, then one statement
- * inserts, advances the heads and notifies. Statements on one connection run in the
- * order they were sent, so the head rows exist before they are locked. Needs a
- * transaction's handle (every caller has one): on a pool the reads would go out on
- * different connections.
- */
-/**
  * A transaction's begin and commit, sent on the same connection just before the reads and
  * just after the write without waiting for either: an append of its own then costs two
  * round trips in all. A commit that follows a failed write ends the transaction as a
@@ -72,6 +63,15 @@ export async function appendReceiptsAlone(pool: Sql, drafts: readonly ReceiptDra
   }
 }
 
+/**
+ * Set-based and pipelined, so a group-committed batch costs two round trips inside its
+ * transaction whether it holds one tenant or fifty: the reads (create missing head rows,
+ * lock the heads, find receipts already stored) go out together, then one statement
+ * inserts, advances the heads and notifies. Statements on one connection run in the
+ * order they were sent, so the head rows exist before they are locked. Needs a
+ * transaction's handle (every caller has one): on a pool the reads would go out on
+ * different connections.
+ */
 async function appendReceipts(
   sql: SqlHandle,
   drafts: readonly ReceiptDraft[],

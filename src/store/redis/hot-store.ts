@@ -183,8 +183,8 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     },
     async ack(tenantId, ids) {
       if (ids.length === 0) return
-      // One round trip (both keys are the tenant's stream, one slot). XDEL after XACK: an entry
-      // is removed only once acknowledged.
+      // One round trip (both name the tenant's stream: one slot). Called only once the entries
+      // are committed to Postgres, so removing them loses nothing even if the XACK failed.
       const results = await r
         .pipeline()
         .xack(k.stream(tenantId), GROUP, ...ids)
