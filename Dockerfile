@@ -7,6 +7,8 @@
 FROM node:26-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# patches/: fixes to dependencies, applied by npm ci (postinstall: patch-package).
+COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -31,6 +33,7 @@ ENV NODE_ENV=production \
     WRITEGATE_INJECTOR_HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY patches ./patches
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY config ./config

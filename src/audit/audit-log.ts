@@ -24,7 +24,7 @@ export interface AuditLog {
 export function createDirectAuditLog(sor: SystemOfRecord): AuditLog {
   return {
     appendWith: (stores, drafts) => stores.receipts.append(drafts),
-    append: (drafts) => sor.appendReceipts(drafts),
+    append: (drafts) => sor.transaction((stores) => stores.receipts.append(drafts)),
     flush: async () => {},
   }
 }

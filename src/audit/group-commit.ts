@@ -71,7 +71,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
     const drafts = batch.flatMap((p) => p.drafts)
     let receipts: Receipt[]
     try {
-      receipts = await opts.sor.appendReceipts(drafts)
+      receipts = await opts.sor.transaction((stores) => stores.receipts.append(drafts))
     } catch (err) {
       // A draft that cannot be serialised fails the whole transaction (the chain is hashed
       // inside it). Rather than canonicalising every draft twice to refuse it up front, a

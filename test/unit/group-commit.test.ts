@@ -43,9 +43,6 @@ function fakeSor() {
         open -= 1
       }
     },
-    appendReceipts(drafts) {
-      return sor.transaction((stores) => stores.receipts.append(drafts))
-    },
   }
   return {
     sor,

@@ -1,4 +1,3 @@
-import type { Receipt, ReceiptDraft } from '../../core/receipt.js'
 import type { ReceiptStore } from './audit.js'
 import type { BadgeTokenStore } from './badge-tokens.js'
 import type {
@@ -44,9 +43,4 @@ export interface Stores {
 export interface SystemOfRecord {
   readonly stores: Stores
   transaction<T>(fn: (stores: Stores) => Promise<T>): Promise<T>
-  /**
-   * Appends receipts as a transaction of their own: what `transaction` around
-   * `stores.receipts.append` does, in fewer round trips (the group commit's batches).
-   */
-  appendReceipts(drafts: readonly ReceiptDraft[]): Promise<Receipt[]>
 }

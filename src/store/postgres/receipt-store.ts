@@ -1,4 +1,3 @@
-import type { PendingQuery, Row, Sql } from 'postgres'
 import { chainReceipts, type Receipt, type ReceiptDraft } from '../../core/receipt.js'
 import { GENESIS_HASH } from '../../core/receipt-chain.js'
 import type { ReceiptStore } from '../ports/audit.js'
@@ -35,35 +34,6 @@ export function receiptFromRow(r: ReceiptRow): Receipt {
 }
 
 /**
- * A transaction's begin and commit, sent on the same connection just before the reads and
- * just after the write without waiting for either: an append of its own then costs two
- * round trips in all. A commit that follows a failed write ends the transaction as a
- * rollback, so nothing of the batch is kept.
- */
-interface Around {
-  begin(): PendingQuery<Row[]>
-  commit(): PendingQuery<Row[]>
-}
-
-/**
- * Appends as a transaction of its own (the group commit's batches, one-off appends) on a
- * connection reserved from the pool.
- */
-export async function appendReceiptsAlone(pool: Sql, drafts: readonly ReceiptDraft[]): Promise<Receipt[]> {
-  if (drafts.length === 0) return []
-  const conn = await pool.reserve()
-  try {
-    return await appendReceipts(conn, drafts, { begin: () => conn`begin`, commit: () => conn`commit` })
-  } catch (err) {
-    // Ends a transaction still open after a failed read; a no-op when the commit already did.
-    await conn`rollback`.catch(() => {})
-    throw err
-  } finally {
-    conn.release()
-  }
-}
-
-/**
  * Set-based and pipelined, so a group-committed batch costs two round trips inside its
  * transaction whether it holds one tenant or fifty: the reads (create missing head rows,
  * lock the heads, find receipts already stored) go out together, then one statement
@@ -72,17 +42,12 @@ export async function appendReceiptsAlone(pool: Sql, drafts: readonly ReceiptDra
  * transaction's handle (every caller has one): on a pool the reads would go out on
  * different connections.
  */
-async function appendReceipts(
-  sql: SqlHandle,
-  drafts: readonly ReceiptDraft[],
-  around?: Around,
-): Promise<Receipt[]> {
+async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): Promise<Receipt[]> {
   if (drafts.length === 0) return []
   // Code-unit order here and `collate "C"` below: every transaction takes the head
   // rows in the same order, so concurrent batches never deadlock.
   const tenantIds = [...new Set(drafts.map((d) => d.tenantId))].sort()
-  const [, , heads, existing] = await Promise.all([
-    around?.begin(),
+  const [, heads, existing] = await Promise.all([
     sql`insert into audit_heads (tenant_id, seq, hash)
         select t, 0, ${GENESIS_HASH} from unnest(${tenantIds}::text[]) as t
         on conflict (tenant_id) do nothing`,
@@ -108,10 +73,7 @@ async function appendReceipts(
     if (list) list.push(d)
     else fresh.set(d.tenantId, [d])
   }
-  if (fresh.size === 0) {
-    await around?.commit()
-    return drafts.map((d) => all.get(d.receiptId) as Receipt)
-  }
+  if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
   // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
   // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
   // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
@@ -138,7 +100,7 @@ async function appendReceipts(
     moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
   }
   // Data-modifying CTEs all run, referenced or not; the NOTIFY is delivered at commit.
-  const written = sql`with inserted as (
+  await sql`with inserted as (
               insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
               select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
               from json_to_recordset(${JSON.stringify(rows)}::text::json)
@@ -152,7 +114,6 @@ async function appendReceipts(
               returning h.tenant_id
             )
             select pg_notify(${RECEIPTS_CHANNEL}, tenant_id) from advanced`
-  await Promise.all([written, around?.commit()])
   return drafts.map((d) => all.get(d.receiptId) as Receipt)
 }
 

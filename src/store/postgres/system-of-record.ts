@@ -9,7 +9,7 @@ import { createLeaseStore } from './lease-store.js'
 import { createPolicyStore } from './policy-store.js'
 import { createPortalSessionStore } from './portal-session-store.js'
 import { createPrincipalStore } from './principal-store.js'
-import { appendReceiptsAlone, createReceiptStore } from './receipt-store.js'
+import { createReceiptStore } from './receipt-store.js'
 import { createRosterStore } from './roster-store.js'
 import { createSandboxGrantStore } from './sandbox-grant-store.js'
 import type { SqlHandle } from './sql-handle.js'
@@ -43,6 +43,5 @@ export function createSystemOfRecord(db: Database): SystemOfRecord {
   return {
     stores: createStores(db.sql),
     transaction: (fn) => db.sql.begin((tx) => fn(createStores(tx))) as never,
-    appendReceipts: (drafts) => appendReceiptsAlone(db.sql, drafts),
   }
 }
