@@ -5,7 +5,7 @@ import { createMemoryHotStore } from '../../src/store/memory/hot-store.js'
 import type { DurablePayload, HotStore } from '../../src/store/ports/hot-store.js'
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
-import { openTestRedis } from '../helpers/redis.js'
+import { openRedisHotStore } from '../helpers/redis.js'
 import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
 
@@ -280,30 +280,6 @@ t.test('hot store contract: memory', async (t) => {
   })
 })
 
-/** A Redis hot store under a fresh key prefix, closed (and its keys deleted) at teardown. */
-async function openRedisHotStore(t: Test) {
-  const tr = await openTestRedis()
-  const opts = { url: tr.url, keyPrefix: tr.prefix }
-  const redis = connectRedis(opts)
-  const subscriber = connectRedis(opts, 'subscriber')
-  await redis.connect()
-  await subscriber.connect()
-  const hot = createRedisHotStore({
-    redis,
-    subscriber,
-    keyPrefix: tr.prefix,
-    nowSeconds: now,
-    claimIdleMs: 100,
-  })
-  t.teardown(async () => {
-    await hot.close()
-    redis.disconnect()
-    subscriber.disconnect()
-    await tr.close()
-  })
-  return { tr, redis, hot }
-}
-
 /** The receipt queue of a Redis hot store (standalone or cluster): durable until acknowledged. */
 function receiptQueueSuite(t: Test, hot: HotStore) {
   t.test(
@@ -353,7 +329,7 @@ function receiptQueueSuite(t: Test, hot: HotStore) {
 }
 
 t.test('hot store contract: real Redis', async (t) => {
-  const { tr, redis, hot } = await openRedisHotStore(t)
+  const { tr, redis, hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
   await suite(t, hot, [])
 
   receiptQueueSuite(t, hot)
@@ -395,7 +371,7 @@ t.test('hot store contract: real Redis', async (t) => {
 })
 
 t.test('redis: draining a tenant that never queued anything creates nothing', async (t) => {
-  const { tr, redis, hot } = await openRedisHotStore(t)
+  const { tr, redis, hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
   t.same(await hot.receiptQueue?.read('ten_quiet', 'd1', 10), [])
   t.same(await redis.keys(`${tr.prefix}*`), [], 'no stream or group was made for it')
 })

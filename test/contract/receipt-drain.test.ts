@@ -6,23 +6,15 @@ import { draft } from '../../src/core/receipt.js'
 import { createLogger } from '../../src/observability/logger.js'
 import type { ReceiptQueue } from '../../src/store/ports/hot-store.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
-import { connectRedis } from '../../src/store/redis/connect.js'
-import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestDatabase } from '../helpers/backends.js'
-import { openTestRedis } from '../helpers/redis.js'
+import { openRedisHotStore } from '../helpers/redis.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
 
 const now = () => Math.floor(Date.now() / 1000)
 const snapshot = (tenantId: string) => emptySnapshot(tenantId, 1, now())
 
 t.test('drain: a hint that lands during a pass is acted on at once, not at the next poll', async (t) => {
-  const tr = await openTestRedis()
-  const opts = { url: tr.url, keyPrefix: tr.prefix }
-  const redis = connectRedis(opts)
-  const subscriber = connectRedis(opts, 'subscriber')
-  await redis.connect()
-  await subscriber.connect()
-  const hot = createRedisHotStore({ redis, subscriber, keyPrefix: tr.prefix, nowSeconds: now })
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now })
   const tdb = await openTestDatabase('pglite-memory')
   const sor = createSystemOfRecord(tdb.db)
   const queue = hot.receiptQueue as ReceiptQueue
@@ -68,10 +60,6 @@ t.test('drain: a hint that lands during a pass is acted on at once, not at the n
   })
   t.teardown(async () => {
     await drain.stop()
-    await hot.close()
-    redis.disconnect()
-    subscriber.disconnect()
-    await tr.close()
     await tdb.close()
   })
   await new Promise((r) => setTimeout(r, 100)) // let the SUBSCRIBE land
@@ -94,19 +82,7 @@ t.test('drain: a hint that lands during a pass is acted on at once, not at the n
 })
 
 t.test('drain: a failed commit loses nothing, the batch read ahead of it included', async (t) => {
-  const tr = await openTestRedis()
-  const opts = { url: tr.url, keyPrefix: tr.prefix }
-  const redis = connectRedis(opts)
-  const subscriber = connectRedis(opts, 'subscriber')
-  await redis.connect()
-  await subscriber.connect()
-  const hot = createRedisHotStore({
-    redis,
-    subscriber,
-    keyPrefix: tr.prefix,
-    nowSeconds: now,
-    claimIdleMs: 100,
-  })
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
   const tdb = await openTestDatabase('postgres')
   const real = createSystemOfRecord(tdb.db)
   // The second transaction fails: by then the drain has read the batch after it.
@@ -118,13 +94,7 @@ t.test('drain: a failed commit loses nothing, the batch read ahead of it include
       return transactions === 2 ? Promise.reject(new Error('postgres went away')) : real.transaction(fn)
     },
   }
-  t.teardown(async () => {
-    await hot.close()
-    redis.disconnect()
-    subscriber.disconnect()
-    await tr.close()
-    await tdb.close()
-  })
+  t.teardown(() => tdb.close())
   const ten = newId('tenant')
   await hot.publish(snapshot(ten))
   const ids: string[] = []

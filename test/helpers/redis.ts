@@ -1,5 +1,8 @@
 import { Redis } from 'ioredis'
+import type { Test } from 'tap'
 import { randomBase62 } from '../../src/core/random.js'
+import { connectRedis } from '../../src/store/redis/connect.js'
+import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { TEST_REDIS_URL, unreachable } from './servers.js'
 
 export interface TestRedis {
@@ -37,4 +40,28 @@ export async function openTestRedis(): Promise<TestRedis> {
       await redis.quit()
     },
   }
+}
+
+/** A Redis hot store under a fresh key prefix, closed (and its keys deleted) at teardown. */
+export async function openRedisHotStore(t: Test, opts: { nowSeconds: () => number; claimIdleMs?: number }) {
+  const tr = await openTestRedis()
+  const connection = { url: tr.url, keyPrefix: tr.prefix }
+  const redis = connectRedis(connection)
+  const subscriber = connectRedis(connection, 'subscriber')
+  await redis.connect()
+  await subscriber.connect()
+  const hot = createRedisHotStore({
+    redis,
+    subscriber,
+    keyPrefix: tr.prefix,
+    nowSeconds: opts.nowSeconds,
+    ...(opts.claimIdleMs === undefined ? {} : { claimIdleMs: opts.claimIdleMs }),
+  })
+  t.teardown(async () => {
+    await hot.close()
+    redis.disconnect()
+    subscriber.disconnect()
+    await tr.close()
+  })
+  return { tr, redis, hot }
 }
