@@ -30,6 +30,7 @@ const SECONDS = arg('seconds', 3)
 const ROUNDS = arg('rounds', 5)
 const CONNECTIONS = arg('connections', 8)
 const FRESH = arg('fresh', 100)
+const WARMUP = arg('warmup', 1)
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-bench-tls-'))
 const made = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
@@ -172,8 +173,8 @@ try {
   console.log(
     `HTTPS writes, ${CONNECTIONS} tunnels, ${ROUNDS} alternating rounds of ${SECONDS} s, node ${process.version}; proxies on CPU 0, load, upstream, Redis and Postgres on CPU 1, control plane paused`,
   )
-  await keepAlive(barePort, 1)
-  await keepAlive(gated.port, 1)
+  await keepAlive(barePort, WARMUP)
+  await keepAlive(gated.port, WARMUP)
   /** Keep-alive writes per second straight to the upstream: this machine's direct figure. */
   const direct = async (seconds: number) => {
     const agent = new Agent({

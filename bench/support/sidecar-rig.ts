@@ -31,6 +31,8 @@ export interface Rig {
     args: string[],
     cpu: 0 | 1,
     env?: Record<string, string>,
+    /** A command the node process runs under (valgrind, for bench:instructions). */
+    wrap?: string[],
   ): Promise<{ port: number; child: ChildProcess }>
   /** The control plane's API, as an admin would call it. */
   api(path: string, body: unknown, bearer?: string, method?: string): Promise<Record<string, unknown>>
@@ -44,6 +46,8 @@ export interface Rig {
   startProxy(
     settings?: Record<string, unknown>,
     env?: Record<string, string>,
+    /** A command the node process runs under (valgrind, for bench:instructions). */
+    wrap?: string[],
   ): Promise<{ port: number; child: ChildProcess }>
   controlPlane: ChildProcess
   /** Pauses the control plane for the timed rounds. */
@@ -61,8 +65,8 @@ function pinServers(cpus: string): void {
 }
 
 /** Resolves once `url` answers 2xx (a server started by a bench is up). */
-export async function waitHttp(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
+export async function waitHttp(url: string, tries = 300): Promise<void> {
+  for (let i = 0; i < tries; i++) {
     try {
       if ((await fetch(url)).ok) return
     } catch {}
@@ -99,10 +103,16 @@ export async function startRig(
   if (isolate) pinServers('1')
   const onCpu = (cpu: 0 | 1, args: string[]): [string, string[]] =>
     isolate ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args]
+  /** `onCpu`, under `wrap` when given (never pinned then: instruction counts need no CPU of their own). */
+  const wrapped = (cpu: 0 | 1, args: string[], wrap?: string[]): [string, string[]] =>
+    wrap ? [wrap[0] as string, [...wrap.slice(1), process.execPath, ...args]] : onCpu(cpu, args)
 
-  const start: Rig['start'] = (args, cpu, env = {}) =>
+  const start: Rig['start'] = (args, cpu, env = {}, wrap) =>
     new Promise((resolve, reject) => {
-      const child = spawn(...onCpu(cpu, ['--import', 'tsx', ...args]), {
+      const profile = process.env.WG_BENCH_PROFILE
+        ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
+        : []
+      const child = spawn(...wrapped(cpu, [...profile, '--import', 'tsx', ...args], wrap), {
         cwd: root,
         env: { ...process.env, ...env },
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -200,19 +210,23 @@ export async function startRig(
     origin,
     databaseUrl: dbUrl.toString(),
     controlPlane: cp,
-    async startProxy(settings = {}, env = {}) {
+    async startProxy(settings = {}, env = {}, wrap) {
       const port = nextPort
       nextPort += 2
       const file = join(dir, `proxy-${port}.yaml`)
       writeFileSync(file, stringify({ ...shared, ...settings }))
       const child = spawn(
-        ...onCpu(0, [
-          ...(process.env.WG_BENCH_PROFILE
-            ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
-            : []),
-          MAIN,
-          'proxy',
-        ]),
+        ...wrapped(
+          0,
+          [
+            ...(process.env.WG_BENCH_PROFILE
+              ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
+              : []),
+            MAIN,
+            'proxy',
+          ],
+          wrap,
+        ),
         {
           cwd: root,
           env: {
@@ -229,7 +243,7 @@ export async function startRig(
         },
       )
       children.push(child)
-      await waitHttp(`http://127.0.0.1:${port}/readyz`)
+      await waitHttp(`http://127.0.0.1:${port}/readyz`, wrap ? 6000 : 300)
       return { port, child }
     },
     pauseControlPlane() {

@@ -1,9 +1,18 @@
 /** Monthly check quota periods: calendar months in UTC (contract §3). */
 
+/** The last period worked out and the seconds it holds, [from, to): every gated write asks. */
+let lastPeriod = { from: 0, to: 0, period: '' }
+
 /** `YYYY-MM` of the month that holds `nowSeconds`. */
 export function quotaPeriod(nowSeconds: number): string {
+  const last = lastPeriod
+  if (nowSeconds >= last.from && nowSeconds < last.to) return last.period
   const d = new Date(nowSeconds * 1000)
-  return `${d.getUTCFullYear()}-${String(d.getUTCMonth() + 1).padStart(2, '0')}`
+  const year = d.getUTCFullYear()
+  const month = d.getUTCMonth()
+  const period = `${year}-${String(month + 1).padStart(2, '0')}`
+  lastPeriod = { from: Date.UTC(year, month, 1) / 1000, to: Date.UTC(year, month + 1, 1) / 1000, period }
+  return period
 }
 
 /** Epoch seconds of 00:00 UTC on the first of the next month. */

@@ -101,6 +101,32 @@ interface Built {
 }
 
 /**
+ * A CHECK receipt's `detail`, filled in place (no temporary object per optional field: this
+ * runs for every gated write). Later fields win, as in the order below.
+ */
+function checkDetail<C>(
+  write: GatedWrite<C>,
+  plan: DecidedPlan<C>,
+  outcome: Outcome,
+  request: Record<string, unknown> | null,
+  staged: Staged | null,
+  allow: AllowExtras | null,
+): Record<string, unknown> {
+  const detail: Record<string, unknown> = {}
+  if (write.via !== 'api') detail.via = write.via
+  if (plan.systemId) detail.systemId = plan.systemId
+  if (request) detail.request = request
+  if (write.detail) Object.assign(detail, write.detail(plan))
+  detail.mode = outcome.mode
+  detail.provenance = outcome.provenance
+  detail.layers = outcome.layers
+  if (outcome.grantId) detail.grantId = outcome.grantId
+  if (staged) detail.actionId = staged.action.actionId
+  if (allow) Object.assign(detail, allow.detail)
+  return detail
+}
+
+/**
  * The one gated-write step (the model: Ory Oathkeeper's decision API and proxy sharing one
  * handler; Envoy ext_authz's response struct): decide and commit through the gate, build the
  * CHECK receipt (and any staged action and ALLOW extras) one way for every transport, make them
@@ -136,18 +162,7 @@ export function createGatedWrites(deps: {
       keyId: write.keyId,
       reason: outcome.reason,
       policyVersion: outcome.policyVersion,
-      detail: {
-        ...(write.via === 'api' ? {} : { via: write.via }),
-        ...(plan.systemId ? { systemId: plan.systemId } : {}),
-        ...(request ? { request } : {}),
-        ...(write.detail?.(plan) ?? {}),
-        mode: outcome.mode,
-        provenance: outcome.provenance,
-        layers: outcome.layers,
-        ...(outcome.grantId ? { grantId: outcome.grantId } : {}),
-        ...(staged ? { actionId: staged.action.actionId } : {}),
-        ...(allow?.detail ?? {}),
-      },
+      detail: checkDetail(write, plan, outcome, request, staged, allow),
     })
     return {
       payload: {

@@ -26,7 +26,7 @@ import type { Metrics } from '../observability/metrics.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
 import { graphqlProtocol } from './graphql-protocol.js'
-import { stripHopByHop } from './hop-by-hop.js'
+import { blankHopByHop, forwardedHeaders } from './hop-by-hop.js'
 import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import type { ProxyIdentity } from './proxy-identity.js'
@@ -34,6 +34,7 @@ import { sendJson } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
 import { relayRewritten } from './rewritten-response.js'
+import { sameAuthority } from './same-authority.js'
 import type { SystemCredentials } from './system-credentials.js'
 import type { TlsInterception } from './tls-interception.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
@@ -47,7 +48,12 @@ export const RECEIPT_HEADER = 'x-writegate-receipt'
  * would make the upstream see another method, path or host than the one decided. (Hop-by-hop
  * headers, Proxy-Authorization among them, are stripped before these.)
  */
-const STRIPPED = ['authorization', GRANT_HEADER, RECEIPT_HEADER, ...OVERRIDE_HEADERS]
+const STRIPPED: ReadonlySet<string> = new Set([
+  'authorization',
+  GRANT_HEADER,
+  RECEIPT_HEADER,
+  ...OVERRIDE_HEADERS,
+])
 /** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
 const CLOSE_GRACE_MS = 2000
 /** An answer read whole to be rewritten (a tools/list result), or one event of a stream, is refused past this. */
@@ -182,8 +188,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed) res.destroy()
       })
-      stripHopByHop(proxyRes.headers, 'blank')
-      // http-proxy fills a missing Connection from the request's, which stripHopByHop removed, or
+      blankHopByHop(proxyRes.headers)
+      // http-proxy fills a missing Connection from the request's, which forwardedHeaders left out, or
       // else says keep-alive: a client that sent Connection: close would be kept waiting on an
       // open socket. Say what Node decided for this client.
       proxyRes.headers.connection = (res as unknown as { shouldKeepAlive: boolean }).shouldKeepAlive
@@ -209,6 +215,17 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     return proxy
   }
 
+  /** The proxy for a system record: records are kept per snapshot, so most requests find theirs here. */
+  const proxyOfRecord = new WeakMap<SystemRecord, ProxyServer>()
+  function proxyOf(system: SystemRecord): ProxyServer {
+    let proxy = proxyOfRecord.get(system)
+    if (!proxy) {
+      proxy = proxyFor(system.upstream, system.caBundle)
+      proxyOfRecord.set(system, proxy)
+    }
+    return proxy
+  }
+
   function forward(
     req: IncomingMessage,
     res: ServerResponse,
@@ -222,24 +239,24 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
     if (clientGone(req, res)) return
     continueIfExpected(req, res)
-    stripHopByHop(req.headers)
-    for (const h of STRIPPED) delete req.headers[h]
-    if (credential) delete req.headers[credential.header]
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
-    if (credential) req.headers[credential.header] = credential.value
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-    if (receiptId) req.headers[RECEIPT_HEADER] = receiptId
+    req.headers = forwardedHeaders(
+      req.headers,
+      STRIPPED,
+      credential
+        ? { [credential.header]: credential.value, [RECEIPT_HEADER]: receiptId }
+        : { [RECEIPT_HEADER]: receiptId },
+      // A rewritten answer is read whole: asked for uncompressed (one that comes compressed anyway is refused).
+      rewritten ? 'accept-encoding' : undefined,
+    )
     req.url = path
     const r = req as Forwarded
     r.wgSystemId = system.systemId
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
-    if (rewritten) {
-      r.wgRewrite = rewritten
-      // The answer is read to be rewritten: asked for uncompressed (one that comes compressed anyway is refused).
-      delete req.headers['accept-encoding']
-    }
+    if (rewritten) r.wgRewrite = rewritten
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
@@ -261,7 +278,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         })
       } else res.destroy()
     }
-    const proxy = proxyFor(system.upstream, system.caBundle)
+    const proxy = proxyOf(system)
     // Per-request options cost a merge on every call: only the rare rewritten answer pays it.
     if (rewritten)
       proxy.web(
@@ -676,11 +693,3 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
 /** OpenSSL's and Node's codes for an upstream certificate that does not verify. */
 const CERTIFICATE_ERRORS =
   /^(CERT_|UNABLE_TO_(GET_ISSUER|VERIFY_LEAF|DECRYPT_CERT)|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_CERT_ALTNAME_INVALID|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/
-
-/** Whether a Host header names the host (and, when known, the port) a tunnel was opened for. */
-function sameAuthority(hostHeader: string | undefined, at: { host: string; port: number | null }): boolean {
-  const h = (hostHeader ?? '').toLowerCase()
-  const m = /^(.*?)(?::(\d+))?$/.exec(h)
-  if (!m || m[1] !== at.host) return false
-  return at.port === null || Number(m[2] ?? 443) === at.port
-}

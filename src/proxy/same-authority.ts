@@ -1,0 +1,19 @@
+const DIGITS = /^\d+$/
+
+/**
+ * Whether a Host header names the host (and, when known, the port; none means 443) an
+ * intercepted tunnel was opened for. `at.host` is lower-case. Runs on every request in a
+ * tunnel: string checks, no capture groups.
+ */
+export function sameAuthority(
+  hostHeader: string | undefined,
+  at: { host: string; port: number | null },
+): boolean {
+  const h = (hostHeader ?? '').toLowerCase()
+  if (!h.startsWith(at.host)) return false
+  // What follows the host: nothing (port 443) or `:digits`.
+  const rest = h.slice(at.host.length)
+  if (rest === '') return at.port === null || at.port === 443
+  if (rest.charCodeAt(0) !== 58 || !DIGITS.test(rest.slice(1))) return false
+  return at.port === null || Number(rest.slice(1)) === at.port
+}

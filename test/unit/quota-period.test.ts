@@ -1,0 +1,23 @@
+import t from 'tap'
+import { quotaPeriod, quotaResetsAt } from '../../src/core/quota.js'
+
+const at = (iso: string) => Date.parse(iso) / 1000
+
+t.test('a quota period is the UTC calendar month, at its edges and out of order', async (t) => {
+  // In an order that would trip a remembered period: forwards, backwards, across a year.
+  const cases: [string, string][] = [
+    ['2026-11-26T04:00:00Z', '2026-11'],
+    ['2026-11-30T23:59:59Z', '2026-11'],
+    ['2026-12-01T00:00:00Z', '2026-12'],
+    ['2026-11-30T23:59:59Z', '2026-11'],
+    ['2026-11-01T00:00:00Z', '2026-11'],
+    ['2026-10-31T23:59:59Z', '2026-10'],
+    ['2026-12-31T23:59:59Z', '2026-12'],
+    ['2027-01-01T00:00:00Z', '2027-01'],
+    ['2024-02-29T12:00:00Z', '2024-02'],
+    ['2024-03-01T00:00:00Z', '2024-03'],
+    ['2024-02-29T23:59:59Z', '2024-02'],
+  ]
+  for (const [iso, period] of cases) t.equal(quotaPeriod(at(iso)), period, iso)
+  t.equal(quotaResetsAt(at('2026-12-31T23:59:59Z')), at('2027-01-01T00:00:00Z'))
+})
