@@ -23,11 +23,23 @@ const forward = createProxyServer({
   changeOrigin: true,
   agent: new Agent({ keepAlive: true, maxSockets: 256, ca: readFileSync(upstreamCa, 'utf8') }),
 })
+// As gate-proxy (and any proxy: RFC 9110 §7.6.1), Connection is hop-by-hop: a client's
+// `Connection: close` ends its own connection, not the proxy's kept-alive one to the upstream,
+// which would otherwise cost every new tunnel an upstream handshake too. The answer says what
+// Node decided for the client's connection, as gate-proxy's does.
+forward.on('proxyRes', (proxyRes, _req, res) => {
+  proxyRes.headers.connection = (res as unknown as { shouldKeepAlive: boolean }).shouldKeepAlive
+    ? 'keep-alive'
+    : 'close'
+})
 forward.on('error', (_e, _q, res) => {
   if ('writeHead' in res && !res.headersSent) res.writeHead(502)
   res.end()
 })
-const server = createServer((req, res) => forward.web(req, res))
+const server = createServer((req, res) => {
+  delete req.headers.connection
+  forward.web(req, res)
+})
 server.keepAliveTimeout = 65_000
 server.on('connect', async (req, socket: Socket) => {
   socket.on('error', () => socket.destroy())

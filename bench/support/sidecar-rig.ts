@@ -31,8 +31,6 @@ export interface Rig {
     args: string[],
     cpu: 0 | 1,
     env?: Record<string, string>,
-    /** A command the node process runs under (valgrind, for bench:instructions). */
-    wrap?: string[],
   ): Promise<{ port: number; child: ChildProcess }>
   /** The control plane's API, as an admin would call it. */
   api(path: string, body: unknown, bearer?: string, method?: string): Promise<Record<string, unknown>>
@@ -46,8 +44,6 @@ export interface Rig {
   startProxy(
     settings?: Record<string, unknown>,
     env?: Record<string, string>,
-    /** A command the node process runs under (valgrind, for bench:instructions). */
-    wrap?: string[],
   ): Promise<{ port: number; child: ChildProcess }>
   controlPlane: ChildProcess
   /** Pauses the control plane for the timed rounds. */
@@ -65,8 +61,8 @@ function pinServers(cpus: string): void {
 }
 
 /** Resolves once `url` answers 2xx (a server started by a bench is up). */
-export async function waitHttp(url: string, tries = 300): Promise<void> {
-  for (let i = 0; i < tries; i++) {
+export async function waitHttp(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
     try {
       if ((await fetch(url)).ok) return
     } catch {}
@@ -103,16 +99,13 @@ export async function startRig(
   if (isolate) pinServers('1')
   const onCpu = (cpu: 0 | 1, args: string[]): [string, string[]] =>
     isolate ? ['taskset', ['-c', String(cpu), process.execPath, ...args]] : [process.execPath, args]
-  /** `onCpu`, under `wrap` when given (never pinned then: instruction counts need no CPU of their own). */
-  const wrapped = (cpu: 0 | 1, args: string[], wrap?: string[]): [string, string[]] =>
-    wrap ? [wrap[0] as string, [...wrap.slice(1), process.execPath, ...args]] : onCpu(cpu, args)
 
-  const start: Rig['start'] = (args, cpu, env = {}, wrap) =>
+  const start: Rig['start'] = (args, cpu, env = {}) =>
     new Promise((resolve, reject) => {
       const profile = process.env.WG_BENCH_PROFILE
         ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
         : []
-      const child = spawn(...wrapped(cpu, [...profile, '--import', 'tsx', ...args], wrap), {
+      const child = spawn(...onCpu(cpu, [...profile, '--import', 'tsx', ...args]), {
         cwd: root,
         env: { ...process.env, ...env },
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -210,23 +203,19 @@ export async function startRig(
     origin,
     databaseUrl: dbUrl.toString(),
     controlPlane: cp,
-    async startProxy(settings = {}, env = {}, wrap) {
+    async startProxy(settings = {}, env = {}) {
       const port = nextPort
       nextPort += 2
       const file = join(dir, `proxy-${port}.yaml`)
       writeFileSync(file, stringify({ ...shared, ...settings }))
       const child = spawn(
-        ...wrapped(
-          0,
-          [
-            ...(process.env.WG_BENCH_PROFILE
-              ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
-              : []),
-            MAIN,
-            'proxy',
-          ],
-          wrap,
-        ),
+        ...onCpu(0, [
+          ...(process.env.WG_BENCH_PROFILE
+            ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
+            : []),
+          MAIN,
+          'proxy',
+        ]),
         {
           cwd: root,
           env: {
@@ -243,7 +232,7 @@ export async function startRig(
         },
       )
       children.push(child)
-      await waitHttp(`http://127.0.0.1:${port}/readyz`, wrap ? 6000 : 300)
+      await waitHttp(`http://127.0.0.1:${port}/readyz`)
       return { port, child }
     },
     pauseControlPlane() {
