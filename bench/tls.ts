@@ -7,11 +7,12 @@
  * Postgres share CPU 1; the control plane is paused during the rounds. Three measures:
  *   1. keep-alive throughput (tunnels reused), `--connections` tunnels, alternating rounds: the
  *      ratio, with each proxy's CPU per write beside it;
- *   2. a new tunnel per write, without and with TLS session resumption: mean latency;
+ *   2. a new tunnel per write, without and with TLS session resumption: mean latency, the two
+ *      proxies in alternating blocks of ten writes;
  *   3. the handshake cost per new connection: (2) minus a keep-alive write's latency.
  * Each proxy first gets `--warmup` seconds of writes: the first seconds of a fresh process run
  * un-optimised code and cost both proxies up to 1.6× the CPU per write of later rounds.
- * Run: npx tsx bench/tls.ts [--seconds 3] [--rounds 5] [--connections 8] [--fresh 100] [--warmup 3]
+ * Run: npx tsx bench/tls.ts [--seconds 3] [--rounds 5] [--connections 8] [--fresh 200] [--warmup 3]
  */
 
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
@@ -31,7 +32,7 @@ const arg = (name: string, fallback: number) => {
 const SECONDS = arg('seconds', 3)
 const ROUNDS = arg('rounds', 5)
 const CONNECTIONS = arg('connections', 8)
-const FRESH = arg('fresh', 100)
+const FRESH = Math.max(10, Math.round(arg('fresh', 200) / 10) * 10)
 const WARMUP = arg('warmup', 3)
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-bench-tls-'))
@@ -160,15 +161,21 @@ try {
     return mean
   }
 
-  async function freshMean(proxyPort: number, resume: boolean): Promise<number> {
-    let session: Buffer | undefined
-    let total = 0
-    for (let i = 0; i < FRESH; i++) {
-      const [ms, s] = await fresh(proxyPort, resume ? session : undefined)
-      session = s
-      total += ms
-    }
-    return total / FRESH
+  /**
+   * Mean latency of one write per new tunnel through each proxy, `FRESH` each, sent in
+   * alternating blocks of ten (bare, gated, bare, …) so the host's drift falls on both alike.
+   */
+  async function freshMeans(ports: { bare: number; gated: number }, resume: boolean) {
+    const total = { bare: 0, gated: 0 }
+    const session: { bare?: Buffer; gated?: Buffer } = {}
+    for (let block = 0; block < FRESH / 10; block++)
+      for (const name of ['bare', 'gated'] as const)
+        for (let i = 0; i < 10; i++) {
+          const [ms, s] = await fresh(ports[name], resume ? session[name] : undefined)
+          session[name] = s
+          total[name] += ms
+        }
+    return { bare: total.bare / FRESH, gated: total.gated / FRESH }
   }
 
   rig.pauseControlPlane()
@@ -216,23 +223,17 @@ try {
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
   const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`
-  const perTunnel: Record<string, { cold: number; resumed: number }> = {}
-  for (const [name, port] of [
-    ['bare', barePort],
-    ['gated', gated.port],
-  ] as const) {
-    const kept = await keptMean(port)
-    const cold = await freshMean(port, false)
-    const resumed = await freshMean(port, true)
-    perTunnel[name] = { cold, resumed }
+  const ports = { bare: barePort, gated: gated.port }
+  const kept = { bare: await keptMean(barePort), gated: await keptMean(gated.port) }
+  const cold = await freshMeans(ports, false)
+  const resumed = await freshMeans(ports, true)
+  for (const name of ['bare', 'gated'] as const)
     console.log(
-      `${name}: one at a time, kept-alive tunnel ${kept.toFixed(2)} ms; new tunnel ${cold.toFixed(2)} ms, with session resumption ${resumed.toFixed(2)} ms; handshake cost per new connection ≈ ${(cold - kept).toFixed(2)} ms full, ${(resumed - kept).toFixed(2)} ms resumed`,
+      `${name}: one at a time, kept-alive tunnel ${kept[name].toFixed(2)} ms; new tunnel ${cold[name].toFixed(2)} ms, with session resumption ${resumed[name].toFixed(2)} ms; handshake cost per new connection ≈ ${(cold[name] - kept[name]).toFixed(2)} ms full, ${(resumed[name] - kept[name]).toFixed(2)} ms resumed`,
     )
-  }
   // One write per new tunnel, one at a time: writes per second are 1 / latency.
-  const { bare: b, gated: g } = perTunnel as Record<'bare' | 'gated', { cold: number; resumed: number }>
   console.log(
-    `gated/bare, a new tunnel per write (one at a time): ${(b.cold / g.cold).toFixed(2)} without session resumption, ${(b.resumed / g.resumed).toFixed(2)} with`,
+    `gated/bare, a new tunnel per write (one at a time, alternating blocks): ${(cold.bare / cold.gated).toFixed(2)} without session resumption, ${(resumed.bare / resumed.gated).toFixed(2)} with`,
   )
   console.log(
     `gated/bare (keep-alive) writes per second: median ${median(ratios).toFixed(2)} (range ${range(ratios)})`,

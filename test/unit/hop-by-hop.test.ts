@@ -1,0 +1,66 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import t from 'tap'
+import { blankHopByHop, forwardedHeaders } from '../../src/proxy/hop-by-hop.js'
+
+t.test('forwardedHeaders: a new object without hop-by-hop, named or stripped headers', async (t) => {
+  const agent: IncomingHttpHeaders = {
+    host: 'billing.example.com',
+    connection: 'Keep-Alive, X-Agent-Hop , transfer-encoding',
+    'keep-alive': 'timeout=5',
+    'proxy-authorization': 'Basic eA==',
+    te: 'trailers',
+    upgrade: 'websocket',
+    'x-agent-hop': 'secret',
+    'transfer-encoding': 'chunked',
+    authorization: 'Bearer agent-own',
+    'x-http-method-override': 'DELETE',
+    'accept-encoding': 'gzip',
+    'x-api-key': 'agent-key',
+    'content-type': 'application/json',
+  }
+  const before = { ...agent }
+  const out = forwardedHeaders(
+    agent,
+    new Set(['authorization', 'x-http-method-override']),
+    { 'x-api-key': 'injected', 'x-writegate-receipt': 'rcp_1', 'x-unset': null },
+    'accept-encoding',
+  )
+  t.same(out, {
+    host: 'billing.example.com',
+    'transfer-encoding': 'chunked',
+    'x-api-key': 'injected',
+    'content-type': 'application/json',
+    'x-writegate-receipt': 'rcp_1',
+  })
+  t.same(agent, before, "the agent's headers are left as they were")
+
+  for (const connection of ['keep-alive', 'close', undefined])
+    t.same(
+      forwardedHeaders({ host: 'h', ...(connection ? { connection } : {}), 'x-a': '1' }, new Set(), {}),
+      { host: 'h', 'x-a': '1' },
+      `Connection: ${connection}`,
+    )
+})
+
+t.test('blankHopByHop: a response keeps its shape, hop-by-hop values become undefined', async (t) => {
+  const headers: IncomingHttpHeaders = {
+    'content-type': 'application/json',
+    connection: 'x-upstream-hop',
+    'x-upstream-hop': 'internal',
+    'keep-alive': 'timeout=5',
+    'transfer-encoding': 'chunked',
+  }
+  blankHopByHop(headers)
+  t.same(Object.keys(headers), [
+    'content-type',
+    'connection',
+    'x-upstream-hop',
+    'keep-alive',
+    'transfer-encoding',
+  ])
+  t.equal(headers.connection, undefined)
+  t.equal(headers['x-upstream-hop'], undefined)
+  t.equal(headers['keep-alive'], undefined)
+  t.equal(headers['transfer-encoding'], 'chunked', 'left to Node')
+  t.equal(headers['content-type'], 'application/json')
+})
