@@ -11,7 +11,9 @@ export function quotaPeriod(nowSeconds: number): string {
   const year = d.getUTCFullYear()
   const month = d.getUTCMonth()
   const period = `${year}-${String(month + 1).padStart(2, '0')}`
-  lastPeriod = { from: Date.UTC(year, month, 1) / 1000, to: Date.UTC(year, month + 1, 1) / 1000, period }
+  // Date.UTC reads years 0–99 as 1900–1999: such a month is not remembered.
+  if (year >= 100)
+    lastPeriod = { from: Date.UTC(year, month, 1) / 1000, to: Date.UTC(year, month + 1, 1) / 1000, period }
   return period
 }
 

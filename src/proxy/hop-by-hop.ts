@@ -15,8 +15,8 @@ const IS_HOP_BY_HOP = new Set(HOP_BY_HOP)
 
 /** The header names a Connection header lists (Transfer-Encoding left to Node), lower-cased. */
 function namedBy(connection: string | string[] | undefined): string[] {
-  // What nearly every client sends names no other header (Keep-Alive is hop-by-hop already).
-  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return []
+  // What most clients send names no other header (Keep-Alive is hop-by-hop already).
+  if (connection === undefined || connection === 'keep-alive') return []
   const names: string[] = []
   for (const part of String(connection).split(',')) {
     const h = part.trim().toLowerCase()

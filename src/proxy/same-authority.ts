@@ -10,9 +10,11 @@ export function sameAuthority(
   at: { host: string; port: number | null },
 ): boolean {
   const h = (hostHeader ?? '').toLowerCase()
-  if (!h.startsWith(at.host)) return false
+  // An IPv6 literal is bracketed in a Host header (RFC 3986 §3.2.2): bare, its colons would read as a port.
+  const name = at.host.includes(':') ? `[${at.host}]` : at.host
+  if (!h.startsWith(name)) return false
   // What follows the host: nothing (port 443) or `:digits`.
-  const rest = h.slice(at.host.length)
+  const rest = h.slice(name.length)
   if (rest === '') return at.port === null || at.port === 443
   if (rest.charCodeAt(0) !== 58 || !DIGITS.test(rest.slice(1))) return false
   return at.port === null || Number(rest.slice(1)) === at.port

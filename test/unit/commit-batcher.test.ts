@@ -122,3 +122,22 @@ t.test(
     t.same(await sixth, ['ok', '0'])
   },
 )
+
+t.test('a send that throws instead of rejecting fails its own commits; the tenant goes on', async (t) => {
+  let throwing = true
+  const calls: string[][] = []
+  const batcher = createCommitBatcher((keys, args) => {
+    if (throwing) throw new Error('send threw')
+    calls.push(keys)
+    return Promise.resolve(Array.from({ length: Number(args[0]) }, () => ['ok']))
+  }, 64)
+  const first = batcher.commit('ten_a', { keys: ['k1'], args: [1] })
+  await t.rejects(first, /send threw/)
+  throwing = false
+  t.same(
+    await batcher.commit('ten_a', { keys: ['k2'], args: [1] }),
+    ['ok'],
+    'not stuck behind the failed flight',
+  )
+  t.same(calls, [['k2']])
+})

@@ -26,3 +26,11 @@ t.test('a Host header names the tunnel host and port, or it is misdirected', asy
     t.equal(sameAuthority(bad, anyPort), false, `refused: ${JSON.stringify(bad)}`)
   t.equal(sameAuthority(undefined, at443), false, 'no Host header')
 })
+
+t.test('an IPv6 literal host is bracketed in the Host header; its colons are not a port', async (t) => {
+  t.equal(sameAuthority('::1', { host: '::1', port: null }), false)
+  t.equal(sameAuthority('2001:db8::1:5', { host: '2001:db8::1:5', port: null }), false)
+  t.equal(sameAuthority('[::1]', { host: '::1', port: 443 }), true)
+  t.equal(sameAuthority('[::1]:8443', { host: '::1', port: 8443 }), true)
+  t.equal(sameAuthority('[::1]:8443', { host: '::1', port: 443 }), false)
+})

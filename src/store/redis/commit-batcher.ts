@@ -39,14 +39,21 @@ export function createCommitBatcher(send: Send, maxBatch: number) {
     setImmediate(flush)
   }
 
-  function sendBatch(queue: Queue, batch: Waiting[]): Promise<void> {
+  function sendBatch(batch: Waiting[]): Promise<void> {
     const keys: string[] = []
     const args: (string | number)[] = [batch.length]
     for (const c of batch) {
       for (const k of c.keys) keys.push(k)
       for (const a of c.args) args.push(a)
     }
-    return send(keys, args).then(
+    // A send that throws instead of rejecting must still settle its batch and end the flight.
+    let sent: Promise<unknown>
+    try {
+      sent = send(keys, args)
+    } catch (err) {
+      sent = Promise.reject(err)
+    }
+    return sent.then(
       (results) => {
         if (!Array.isArray(results) || results.length !== batch.length) {
           const err = new Error(`commit script answered ${String(results)} for ${batch.length} commits`)
@@ -75,14 +82,15 @@ export function createCommitBatcher(send: Send, maxBatch: number) {
       // A cap keeps one script call short: Redis runs nothing else while it runs. Past the cap
       // the rest go at once, in calls of their own: the flight is over when the last settles.
       const calls: Promise<void>[] = []
-      for (let i = 0; i < all.length; i += maxBatch) calls.push(sendBatch(queue, all.slice(i, i + maxBatch)))
+      for (let i = 0; i < all.length; i += maxBatch) calls.push(sendBatch(all.slice(i, i + maxBatch)))
       const landed = () => {
         queue.inFlight = false
         if (queue.waiting.length > 0) schedule()
         else if (queues.get(tenantId) === queue) queues.delete(tenantId)
       }
-      if (calls.length === 1) (calls[0] as Promise<void>).then(landed)
-      else Promise.all(calls).then(landed)
+      // Each call settles its own commits; the flight ends however it went.
+      const flight = calls.length === 1 ? (calls[0] as Promise<void>) : Promise.all(calls)
+      flight.then(landed, landed)
     }
   }
 
