@@ -1,7 +1,7 @@
 import { classifyCredential } from '../core/credentials.js'
 import { digestsEqual, hashSecret } from '../core/secret-hash.js'
 import type { Stores } from '../store/ports/index.js'
-import type { Caller, DeadKeyReason, KeyCaller, SponsorCaller } from './caller.js'
+import type { DeadKeyReason, KeyCaller, SponsorCaller } from './caller.js'
 
 export interface Authenticator {
   /** A live or dead API key, or null for anything else (sponsor and badge tokens included). */
@@ -34,13 +34,34 @@ export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: 
   const cacheSize = deps.identityCacheSize ?? KEY_IDENTITY_CACHE_SIZE
   // By the secret's hash, never the secret; only keys that resolved are kept.
   const identities = new Map<string, KeyCaller>()
+
+  /** The key whose secret hashes to `hash`, live or dead, or null. */
+  async function keyByHash(hash: string): Promise<KeyCaller | null> {
+    const found = await stores.keys.resolve(hash)
+    if (!found || !digestsEqual(found.secretHash, hash)) return null
+    const { key, principal } = found
+    let dead: DeadKeyReason | null = null
+    if (key.revokedAt !== null) dead = 'key_revoked'
+    else if (principal.deletedAt !== null) dead = 'principal_deleted'
+    else if (principal.disabled) dead = 'principal_disabled'
+    return {
+      kind: 'key',
+      tenantId: key.tenantId,
+      keyId: key.id,
+      principalId: principal.id,
+      principalName: principal.name,
+      scope: key.scope,
+      dead,
+    }
+  }
+
   const auth: Authenticator = {
     async keyIdentity(bearer) {
       if (!bearer || classifyCredential(bearer) !== 'apiKey') return null
       const hash = hashSecret(bearer)
       const known = identities.get(hash)
       if (known) return known
-      const caller = await auth.apiKey(bearer)
+      const caller = await keyByHash(hash)
       if (!caller) return null
       const identity: KeyCaller = { ...caller, dead: null }
       if (identities.size >= cacheSize) identities.delete(identities.keys().next().value as string)
@@ -49,24 +70,7 @@ export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: 
     },
     async apiKey(bearer) {
       if (!bearer || classifyCredential(bearer) !== 'apiKey') return null
-      const hash = hashSecret(bearer)
-      const found = await stores.keys.resolve(hash)
-      if (!found || !digestsEqual(found.secretHash, hash)) return null
-      const { key, principal } = found
-      let dead: DeadKeyReason | null = null
-      if (key.revokedAt !== null) dead = 'key_revoked'
-      else if (principal.deletedAt !== null) dead = 'principal_deleted'
-      else if (principal.disabled) dead = 'principal_disabled'
-      const caller: Caller = {
-        kind: 'key',
-        tenantId: key.tenantId,
-        keyId: key.id,
-        principalId: principal.id,
-        principalName: principal.name,
-        scope: key.scope,
-        dead,
-      }
-      return caller
+      return keyByHash(hashSecret(bearer))
     },
     async sponsor(bearer) {
       if (!bearer || classifyCredential(bearer) !== 'sponsor') return null
