@@ -1,6 +1,6 @@
 import t from 'tap'
 import { newId } from '../../src/core/ids.js'
-import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
+import { chainReceipts, draft, type ReceiptDraft } from '../../src/core/receipt.js'
 import { chainHash, GENESIS_HASH } from '../../src/core/receipt-chain.js'
 import { migrate } from '../../src/store/migrate.js'
 import { createStores, createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
@@ -239,6 +239,99 @@ for (const kind of ALL_BACKENDS) {
       }
       t.equal((await s.tenants.get(b))?.id, b)
     })
+
+    t.test(
+      'receipts: chained in memory, stored in one statement only where the head still stands',
+      async (t) => {
+        const a = await tenant()
+        const b = await tenant()
+        const d = (tenantId: string, n: number) =>
+          draft({ receiptId: newId('receipt'), tenantId, kind: 'CHECK', createdAt: n, detail: { n } })
+        const [a1] = await sor.transaction((x) => x.receipts.append([d(a, 1), d(b, 1)]))
+        const heads = async () =>
+          Object.fromEntries(
+            (
+              await tdb.db.sql<{ tenant_id: string; seq: number }[]>`
+              select tenant_id, seq from audit_heads where tenant_id in (${a}, ${b})`
+            ).map((h) => [h.tenant_id === a ? 'a' : 'b', Number(h.seq)]),
+          )
+        const headA = { seq: 1, hash: a1!.hash }
+        const chainedA = chainReceipts(headA, [d(a, 2), d(a, 3)])
+        const bStored = (await s.receipts.list(b, 0, 10))[0]!
+        // b's head is given wrong (seq right, hash not): b is stale and nothing of b is written.
+        const chainedB = chainReceipts({ seq: 1, hash: 'f'.repeat(64) }, [d(b, 2)])
+        const out = await s.receipts.appendChained([
+          {
+            tenantId: a,
+            from: headA,
+            to: chainedA.head,
+            receipts: chainedA.receipts,
+            bodies: chainedA.bodies,
+          },
+          {
+            tenantId: b,
+            from: { seq: 1, hash: 'f'.repeat(64) },
+            to: chainedB.head,
+            receipts: chainedB.receipts,
+            bodies: chainedB.bodies,
+          },
+        ])
+        t.same(out, { stale: [b] })
+        t.same(await heads(), { a: 3, b: 1 }, "a's head moved to the batch's end, b's did not")
+        const listA = await s.receipts.list(a, 0, 10)
+        t.same(listA.slice(1), chainedA.receipts, 'stored exactly as chained in memory')
+        t.equal(listA[1]?.prevHash, a1!.hash)
+        t.same(await s.receipts.list(b, 0, 10), [bStored])
+
+        // A head that has moved since (as another writer would have moved it): stale, nothing kept.
+        const late = chainReceipts(headA, [d(a, 4)])
+        t.same(
+          await s.receipts.appendChained([
+            { tenantId: a, from: headA, to: late.head, receipts: late.receipts, bodies: late.bodies },
+          ]),
+          { stale: [a] },
+        )
+        t.equal(await s.receipts.get(a, late.receipts[0]!.receiptId), null)
+
+        // A receiptId already stored fails the statement whole: the other tenant's rows go too.
+        const fromB = { seq: 1, hash: bStored.hash }
+        const again = chainReceipts(chainedA.head, [{ ...d(a, 5), receiptId: listA[2]!.receiptId }])
+        const okB = chainReceipts(fromB, [d(b, 5)])
+        await t.rejects(
+          s.receipts.appendChained([
+            { tenantId: b, from: fromB, to: okB.head, receipts: okB.receipts, bodies: okB.bodies },
+            {
+              tenantId: a,
+              from: chainedA.head,
+              to: again.head,
+              receipts: again.receipts,
+              bodies: again.bodies,
+            },
+          ]),
+          { code: '23505' },
+        )
+        t.same(await heads(), { a: 3, b: 1 }, 'no head moved')
+        t.equal(await s.receipts.get(b, okB.receipts[0]!.receiptId), null)
+
+        // Concurrent statements chained from the same head: exactly one wins, the chain does not fork.
+        const rivals = Array.from({ length: 6 }, (_, i) => chainReceipts(chainedA.head, [d(a, 10 + i)]))
+        const results = await Promise.all(
+          rivals.map((c) =>
+            s.receipts.appendChained([
+              { tenantId: a, from: chainedA.head, to: c.head, receipts: c.receipts, bodies: c.bodies },
+            ]),
+          ),
+        )
+        t.equal(results.filter((r) => r.stale.length === 0).length, 1, 'one statement of six won')
+        const final = await s.receipts.list(a, 0, 10)
+        t.same(
+          final.map((r) => r.seq),
+          [1, 2, 3, 4],
+        )
+        for (let i = 1; i < final.length; i++) t.equal(final[i]!.prevHash, final[i - 1]!.hash)
+        t.same(await s.receipts.appendChained([]), { stale: [] })
+      },
+    )
 
     t.test(
       'systems: per-tenant ids, whole replacement with versions, tombstones keep ids taken',

@@ -1,6 +1,6 @@
 import { chainReceipts, type Receipt, type ReceiptDraft } from '../../core/receipt.js'
 import { GENESIS_HASH } from '../../core/receipt-chain.js'
-import type { ReceiptStore } from '../ports/audit.js'
+import type { ChainedReceipts, ReceiptStore } from '../ports/audit.js'
 import type { SqlHandle } from './sql-handle.js'
 
 /**
@@ -83,20 +83,8 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
     const head = headOf.get(tenantId)
     if (!head) throw new Error(`audit head missing for ${tenantId}`)
     const chained = chainReceipts(head, list)
-    chained.receipts.forEach((r, i) => {
-      rows.push({
-        tenant_id: r.tenantId,
-        seq: r.seq,
-        receipt_id: r.receiptId,
-        kind: r.kind,
-        decision: r.decision,
-        created_at: r.createdAt,
-        key_id: r.keyId,
-        body: chained.bodies[i] as string,
-        hash: r.hash,
-      })
-      all.set(r.receiptId, r)
-    })
+    pushRows(rows, chained.receipts, chained.bodies)
+    for (const r of chained.receipts) all.set(r.receiptId, r)
     moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
   }
   // Data-modifying CTEs all run, referenced or not; the NOTIFY is delivered at commit.
@@ -117,9 +105,75 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
   return drafts.map((d) => all.get(d.receiptId) as Receipt)
 }
 
+function pushRows(rows: ReceiptInsert[], receipts: readonly Receipt[], bodies: readonly string[]): void {
+  receipts.forEach((r, i) => {
+    rows.push({
+      tenant_id: r.tenantId,
+      seq: r.seq,
+      receipt_id: r.receiptId,
+      kind: r.kind,
+      decision: r.decision,
+      created_at: r.createdAt,
+      key_id: r.keyId,
+      body: bodies[i] as string,
+      hash: r.hash,
+    })
+  })
+}
+
+/**
+ * One statement, so one round trip and its own transaction: lock the named heads (in the
+ * same order as appendReceipts), keep the tenants whose head is where the caller chained
+ * from, insert their rows and move their heads. Under read committed, a head locked after
+ * another transaction moved it is read as it now stands, so it no longer matches and that
+ * tenant is reported stale with nothing written.
+ */
+async function appendChained(
+  sql: SqlHandle,
+  batches: readonly ChainedReceipts[],
+): Promise<{ stale: string[] }> {
+  if (batches.length === 0) return { stale: [] }
+  const rows: ReceiptInsert[] = []
+  for (const b of batches) pushRows(rows, b.receipts, b.bodies)
+  const heads = batches.map((b) => ({
+    tenant_id: b.tenantId,
+    from_seq: b.from.seq,
+    from_hash: b.from.hash,
+    to_seq: b.to.seq,
+    to_hash: b.to.hash,
+  }))
+  const advanced = await sql<{ tenant_id: string }[]>`
+    with expected as (
+      select * from json_to_recordset(${JSON.stringify(heads)}::text::json)
+        as e(tenant_id text, from_seq bigint, from_hash text, to_seq bigint, to_hash text)
+    ), locked as (
+      select h.tenant_id, h.seq, h.hash from audit_heads h
+      where h.tenant_id in (select tenant_id from expected)
+      order by h.tenant_id collate "C" for update
+    ), ready as (
+      select e.tenant_id, e.to_seq, e.to_hash from expected e
+      join locked l on l.tenant_id = e.tenant_id and l.seq = e.from_seq and l.hash = e.from_hash
+    ), inserted as (
+      insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
+      select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
+      from json_to_recordset(${JSON.stringify(rows)}::text::json)
+        as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
+             created_at bigint, key_id text, body text, hash text)
+      where r.tenant_id in (select tenant_id from ready)
+    ), advanced as (
+      update audit_heads h set seq = ready.to_seq, hash = ready.to_hash
+      from ready where h.tenant_id = ready.tenant_id
+      returning h.tenant_id
+    )
+    select tenant_id, pg_notify(${RECEIPTS_CHANNEL}, tenant_id) from advanced`
+  const done = new Set(advanced.map((r) => r.tenant_id))
+  return { stale: batches.map((b) => b.tenantId).filter((t) => !done.has(t)) }
+}
+
 export function createReceiptStore(sql: SqlHandle): ReceiptStore {
   return {
     append: (drafts) => appendReceipts(sql, drafts),
+    appendChained: (batches) => appendChained(sql, batches),
     async get(tenantId, receiptId) {
       const [r] = await sql<ReceiptRow[]>`select body, hash from receipts
                                           where tenant_id = ${tenantId} and receipt_id = ${receiptId}`
