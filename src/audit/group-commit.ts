@@ -3,6 +3,7 @@ import { canonicalJson } from '../core/jcs.js'
 import type { Receipt, ReceiptDraft } from '../core/receipt.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
+import { createChainHeads } from './chain-heads.js'
 
 export interface GroupCommitOptions {
   sor: SystemOfRecord
@@ -41,6 +42,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   let queued = 0
   let inFlight = 0
   let idleWaiters: (() => void)[] = []
+  const heads = createChainHeads()
 
   function kick(): void {
     while (queue.length > 0 && inFlight < maxInFlight && (inFlight === 0 || queued >= maxBatch)) {
@@ -67,7 +69,40 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
     }
   }
 
-  async function commit(batch: Pending[]): Promise<void> {
+  /**
+   * The fast path: when this process knows where the batch's chains stand, they are chained
+   * here and stored by one statement (one round trip, the head locked only for it). What
+   * is left for the transaction path: the callers of tenants whose head had moved, or the
+   * whole batch if the statement failed (it wrote nothing; a receiptId already stored is
+   * the usual cause, and the transaction path deduplicates).
+   */
+  async function commitChained(batch: Pending[]): Promise<Pending[]> {
+    const plan = heads.plan(batch.flatMap((p) => p.drafts))
+    if (!plan) return batch
+    let stale: readonly string[]
+    try {
+      stale = (await opts.sor.stores.receipts.appendChained(plan.batches)).stale
+    } catch {
+      stale = plan.batches.map((b) => b.tenantId)
+    }
+    heads.forget(stale)
+    const left: Pending[] = []
+    const written: ReceiptDraft[] = []
+    for (const p of batch) {
+      if (p.drafts.some((d) => stale.includes(d.tenantId))) {
+        left.push(p)
+        continue
+      }
+      written.push(...p.drafts)
+      p.resolve(p.drafts.map((d) => plan.receipts.get(d.receiptId) as Receipt))
+    }
+    if (written.length > 0) notify(written)
+    return left
+  }
+
+  async function commit(whole: Pending[]): Promise<void> {
+    const batch = await commitChained(whole)
+    if (batch.length === 0) return
     const drafts = batch.flatMap((p) => p.drafts)
     let receipts: Receipt[]
     try {
@@ -88,6 +123,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       queued += retry.reduce((n, p) => n + p.drafts.length, 0)
       return
     }
+    heads.learn(receipts)
     let at = 0
     for (const p of batch) {
       p.resolve(receipts.slice(at, at + p.drafts.length))

@@ -1,45 +1,118 @@
 import t from 'tap'
 import { createGroupCommitAuditLog } from '../../src/audit/group-commit.js'
-import { chainReceipts, draft, EMPTY_HEAD, type Receipt, type ReceiptDraft } from '../../src/core/receipt.js'
+import {
+  type ChainHead,
+  chainReceipts,
+  draft,
+  EMPTY_HEAD,
+  type Receipt,
+  type ReceiptDraft,
+} from '../../src/core/receipt.js'
+import type { ChainedReceipts } from '../../src/store/ports/audit.js'
 import type { Stores, SystemOfRecord } from '../../src/store/ports/index.js'
 
 /**
- * A system of record whose transactions are observable: each records the drafts it was
- * given, can be held open or made to fail, and only a committed one becomes visible.
+ * A system of record whose writes are observable: each records the drafts it was given and
+ * which path took them (a transaction, or the one-statement appendChained), can be held
+ * open or made to fail, and only a committed one becomes visible. Heads are per tenant.
  */
 function fakeSor() {
   const committed: Receipt[] = []
   const batches: number[] = []
-  let head = EMPTY_HEAD
+  const paths: ('transaction' | 'chained')[] = []
+  const heads = new Map<string, ChainHead>()
+  const headOf = (tenantId: string) => heads.get(tenantId) ?? EMPTY_HEAD
   let failNext = 0
   let gate: Promise<void> = Promise.resolve()
   let open = 0
   let maxOpen = 0
+  // Heads are locked from the first write to the commit, as Postgres's head rows are.
+  let locked: Promise<void> = Promise.resolve()
+  function lock(): Promise<() => void> {
+    const before = locked
+    let unlock = () => {}
+    locked = new Promise((r) => {
+      unlock = r
+    })
+    return before.then(() => unlock)
+  }
+  async function enter(size: number, path: 'transaction' | 'chained'): Promise<void> {
+    batches.push(size)
+    paths.push(path)
+    const fail = failNext > 0
+    if (fail) failNext -= 1
+    await gate
+    if (fail) throw new Error('connection lost')
+  }
+  const receipts = {
+    async append(drafts: readonly ReceiptDraft[]): Promise<Receipt[]> {
+      throw new Error(`outside a transaction: ${drafts.length}`)
+    },
+    async appendChained(list: readonly ChainedReceipts[]) {
+      open += 1
+      maxOpen = Math.max(maxOpen, open)
+      try {
+        await enter(
+          list.reduce((k, b) => k + b.receipts.length, 0),
+          'chained',
+        )
+        const unlock = await lock()
+        unlock() // the check and the write below happen at once
+        const stored = new Set(committed.map((r) => r.receiptId))
+        if (list.some((b) => b.receipts.some((r) => stored.has(r.receiptId))))
+          throw Object.assign(new Error('duplicate key'), { code: '23505' })
+        const stale: string[] = []
+        for (const b of list) {
+          const head = headOf(b.tenantId)
+          if (head.seq !== b.from.seq || head.hash !== b.from.hash) stale.push(b.tenantId)
+        }
+        for (const b of list) {
+          if (stale.includes(b.tenantId)) continue
+          committed.push(...b.receipts)
+          heads.set(b.tenantId, b.to)
+        }
+        return { stale }
+      } finally {
+        open -= 1
+      }
+    },
+  }
   const sor: SystemOfRecord = {
-    stores: {} as Stores,
+    stores: { receipts } as unknown as Stores,
     async transaction(fn) {
       open += 1
       maxOpen = Math.max(maxOpen, open)
       const staged: Receipt[] = []
+      let unlock = () => {}
       try {
         const result = await fn({
           receipts: {
             async append(drafts: readonly ReceiptDraft[]) {
-              batches.push(drafts.length)
-              const fail = failNext > 0
-              if (fail) failNext -= 1
-              await gate
-              if (fail) throw new Error('connection lost')
-              const chained = chainReceipts(head, drafts)
-              staged.push(...chained.receipts)
-              return chained.receipts
+              await enter(drafts.length, 'transaction')
+              unlock = await lock()
+              const seen = new Map(committed.map((r) => [r.receiptId, r]))
+              const out: Receipt[] = []
+              const moved = new Map<string, ChainHead>()
+              for (const d of drafts) {
+                const stored = seen.get(d.receiptId)
+                if (stored) {
+                  out.push(stored)
+                  continue
+                }
+                const chained = chainReceipts(moved.get(d.tenantId) ?? headOf(d.tenantId), [d])
+                moved.set(d.tenantId, chained.head)
+                staged.push(...chained.receipts)
+                out.push(...chained.receipts)
+              }
+              return out
             },
           },
         } as unknown as Stores)
         committed.push(...staged)
-        head = staged.length > 0 ? { seq: staged.at(-1)!.seq, hash: staged.at(-1)!.hash } : head
+        for (const r of staged) heads.set(r.tenantId, { seq: r.seq, hash: r.hash })
         return result
       } finally {
+        unlock()
         open -= 1
       }
     },
@@ -48,11 +121,18 @@ function fakeSor() {
     sor,
     committed,
     batches,
+    paths,
+    /** Moves a tenant's head as another writer (a replica, an admin change) would. */
+    moveHead(tenantId: string) {
+      const chained = chainReceipts(headOf(tenantId), [d(tenantId)])
+      committed.push(...chained.receipts)
+      heads.set(tenantId, chained.head)
+    },
     get maxOpen() {
       return maxOpen
     },
-    failNext(n: number) {
-      failNext = n
+    failNext(k: number) {
+      failNext = k
     },
     hold() {
       let release = () => {}
@@ -79,7 +159,8 @@ t.test('appends arriving while a transaction runs share the next one', async (t)
   const rest = Array.from({ length: 99 }, () => log.append([d()]))
   release()
   const results = await Promise.all([first, ...rest])
-  t.same(f.batches, [1, 99], 'one transaction for the first caller, one for the 99 that queued behind it')
+  t.same(f.batches, [1, 99], 'one write for the first caller, one for the 99 that queued behind it')
+  t.same(f.paths, ['transaction', 'chained'], 'once the head is known, a batch is one statement')
   t.same(
     results.map((r) => r[0]?.seq),
     Array.from({ length: 100 }, (_, i) => i + 1),
@@ -122,7 +203,7 @@ t.test('a failed transaction rejects exactly its callers and writes nothing of t
   const release = f.hold()
   const ok = log.append([d()])
   await new Promise((r) => setImmediate(r))
-  f.failNext(1) // the second transaction (everyone queued behind the first) fails
+  f.failNext(2) // the second batch (everyone queued behind the first) fails, and so does its retry
   const doomed = [log.append([d()]), log.append([d(), d()])]
   release()
   t.equal((await ok)[0]?.seq, 1)
@@ -208,3 +289,106 @@ t.test('flush resolves once every accepted append is durable', async (t) => {
   await Promise.all(calls)
   t.same([...new Set(woke.flat())].sort(), ['ten_a', 'ten_b'], 'committed tenants are announced')
 })
+
+t.test(
+  'a head moved by another writer: that batch goes through a transaction, the chain stays whole',
+  async (t) => {
+    const f = fakeSor()
+    const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+    await log.append([d()])
+    await log.append([d()])
+    f.moveHead('ten_a')
+    const moved = await log.append([d(), d()])
+    t.same(
+      moved.map((r) => r.seq),
+      [4, 5],
+      "chained after the other writer's receipt",
+    )
+    const next = await log.append([d()])
+    t.equal(next[0]?.seq, 6)
+    t.same(
+      f.paths,
+      ['transaction', 'chained', 'chained', 'transaction', 'chained'],
+      'stale, retried, then fast again',
+    )
+    const seqs = f.committed.map((r) => r.seq)
+    t.same(seqs, [1, 2, 3, 4, 5, 6], 'no fork, no gap')
+    for (let i = 1; i < f.committed.length; i++) t.equal(f.committed[i]?.prevHash, f.committed[i - 1]?.hash)
+  },
+)
+
+t.test("only the stale tenant's callers are retried; the others resolve from the statement", async (t) => {
+  const f = fakeSor()
+  const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+  await Promise.all([log.append([d('ten_a')]), log.append([d('ten_b')])])
+  f.moveHead('ten_b')
+  const release = f.hold()
+  const first = log.append([d('ten_a')])
+  await new Promise((r) => setImmediate(r))
+  const [a, b] = [log.append([d('ten_a')]), log.append([d('ten_b')])]
+  release()
+  await first
+  t.equal((await a)[0]?.seq, 3)
+  t.equal((await b)[0]?.seq, 3, "after the other writer's seq 2")
+  t.same(f.paths.slice(-3), ['chained', 'chained', 'transaction'])
+  t.same(f.batches.slice(-3), [1, 2, 1], "the retry holds the stale tenant's caller alone")
+})
+
+t.test(
+  'batches in flight together chain one after the other, and a failed one takes the later ones with it',
+  async (t) => {
+    const f = fakeSor()
+    const log = createGroupCommitAuditLog({ sor: f.sor, maxBatch: 2, maxInFlight: 2 })
+    await log.append([d()])
+    let release = f.hold()
+    const pipelined = Array.from({ length: 4 }, () => log.append([d()]))
+    await new Promise((r) => setImmediate(r))
+    t.equal(f.maxOpen, 2, 'two statements in flight, the second chained from where the first will end')
+    release()
+    t.same(
+      (await Promise.all(pipelined)).map((r) => r[0]?.seq),
+      [2, 3, 4, 5],
+    )
+    t.same(f.paths, ['transaction', 'chained', 'chained'])
+
+    // The first of two statements in flight fails: the second was chained from a head that never
+    // came to be, so it is stale; both go through transactions and the chain stays gap-free.
+    release = f.hold()
+    f.failNext(1)
+    const second = Array.from({ length: 4 }, () => log.append([d()]))
+    await new Promise((r) => setImmediate(r))
+    release()
+    t.same((await Promise.all(second)).map((r) => r[0]?.seq).sort(), [6, 7, 8, 9])
+    t.same(f.paths.slice(3, 5), ['chained', 'chained'])
+    t.ok(
+      f.paths.slice(5).every((p) => p === 'transaction'),
+      'both retried in transactions',
+    )
+    t.same(
+      f.committed.map((r) => r.seq),
+      [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    )
+    for (let i = 1; i < f.committed.length; i++) t.equal(f.committed[i]?.prevHash, f.committed[i - 1]?.hash)
+    t.equal((await log.append([d()]))[0]?.seq, 10)
+  },
+)
+
+t.test(
+  'a receipt already stored (a redelivery) comes back as stored, through the transaction path',
+  async (t) => {
+    const f = fakeSor()
+    const log = createGroupCommitAuditLog({ sor: f.sor })
+    const [first] = await log.append([d()])
+    await log.append([d()])
+    const { seq: _s, prevHash: _p, hash: _h, ...again } = first as Receipt
+    const out = await log.append([again, d()])
+    t.same(out[0], first, 'the stored receipt')
+    t.equal(out[1]?.seq, 3)
+    t.same(
+      f.paths,
+      ['transaction', 'chained', 'chained', 'transaction'],
+      'the statement failed whole, then the retry',
+    )
+    t.equal(f.committed.length, 3)
+  },
+)

@@ -1,0 +1,81 @@
+import { type ChainHead, chainReceipts, type Receipt, type ReceiptDraft } from '../core/receipt.js'
+import type { ChainedReceipts } from '../store/ports/audit.js'
+
+/** Tenants remembered at most; past it the memory starts again (each tenant relearns on its next append). */
+const MAX_TENANTS = 10_000
+
+export interface ChainPlan {
+  batches: ChainedReceipts[]
+  /** Every draft's receipt, by receiptId. */
+  receipts: Map<string, Receipt>
+}
+
+/**
+ * Where each tenant's chain will stand once every append this process has in flight has
+ * landed: what lets the group commit chain a batch in memory and store it in one statement
+ * (ReceiptStore.appendChained) instead of reading the head first. Only ever a guess: the
+ * store compares it with the locked head row, so a wrong one (another replica, an admin
+ * change, a redelivered receipt) costs that batch a retry on the transaction path, never a
+ * fork in the chain.
+ */
+export interface ChainHeads {
+  /**
+   * Chains the drafts from the remembered heads and remembers where they end; null when a
+   * tenant's head is not known, a receiptId repeats or a draft cannot be serialised (the
+   * transaction path handles each of those).
+   */
+  plan(drafts: readonly ReceiptDraft[]): ChainPlan | null
+  /** Receipts that were committed: their tenants' heads stand at least at the newest of them. */
+  learn(receipts: readonly Receipt[]): void
+  /** Heads found wrong (or left unsure by a failed statement): unknown until learned again. */
+  forget(tenantIds: Iterable<string>): void
+}
+
+export function createChainHeads(): ChainHeads {
+  const heads = new Map<string, ChainHead>()
+  return {
+    plan(drafts) {
+      const byTenant = new Map<string, ReceiptDraft[]>()
+      const ids = new Set<string>()
+      for (const d of drafts) {
+        if (ids.has(d.receiptId) || !heads.has(d.tenantId)) return null
+        ids.add(d.receiptId)
+        const list = byTenant.get(d.tenantId)
+        if (list) list.push(d)
+        else byTenant.set(d.tenantId, [d])
+      }
+      const batches: ChainedReceipts[] = []
+      const receipts = new Map<string, Receipt>()
+      try {
+        for (const [tenantId, list] of byTenant) {
+          const from = heads.get(tenantId) as ChainHead
+          const chained = chainReceipts(from, list)
+          batches.push({
+            tenantId,
+            from,
+            to: chained.head,
+            receipts: chained.receipts,
+            bodies: chained.bodies,
+          })
+          for (const r of chained.receipts) receipts.set(r.receiptId, r)
+        }
+      } catch {
+        return null
+      }
+      // The next batch chains on from here, before this one has landed: the store checks it.
+      for (const b of batches) heads.set(b.tenantId, b.to)
+      return { batches, receipts }
+    },
+    learn(receipts) {
+      for (const r of receipts) {
+        const known = heads.get(r.tenantId)
+        if (known && known.seq >= r.seq) continue
+        if (!known && heads.size >= MAX_TENANTS) heads.clear()
+        heads.set(r.tenantId, { seq: r.seq, hash: r.hash })
+      }
+    },
+    forget(tenantIds) {
+      for (const t of tenantIds) heads.delete(t)
+    },
+  }
+}
