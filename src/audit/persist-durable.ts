@@ -1,11 +1,11 @@
-import type { Receipt } from '../core/receipt.js'
+import type { Receipt, ReceiptDraft } from '../core/receipt.js'
 import type { DurablePayload } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
 
 /**
- * Stores what a proxy committed, in one transaction: its receipts join the chain, a grant a
- * CHECK consumed is marked used, and a staged action becomes pending. Idempotent, so a
+ * Stores what a proxy committed, atomically: its receipts join the chain, a grant a CHECK
+ * consumed is marked used, and a staged action becomes pending. Idempotent, so a
  * redelivered payload (the drain is at-least-once) changes nothing.
  */
 export async function persistDurable(
@@ -13,14 +13,20 @@ export async function persistDurable(
   audit: AuditLog,
   payload: DurablePayload,
 ): Promise<Receipt[]> {
+  const consumed = payload.receipts.filter(consumesGrant)
+  // Receipts alone (a proxy's ALLOW and DENY writes, the usual case) need no other row in
+  // their transaction: the group commit stores them, chained in memory, in one statement,
+  // shared with the API's appends to the same chains instead of racing them for the head.
+  if (consumed.length === 0 && payload.actions.length === 0) return audit.append(payload.receipts)
   return sor.transaction(async (stores) => {
     const receipts = await audit.appendWith(stores, payload.receipts)
-    for (const r of payload.receipts) {
-      const grantId = r.kind === 'CHECK' && r.decision === 'ALLOW' ? r.detail.grantId : undefined
-      if (typeof grantId === 'string')
-        await stores.grants.markConsumed(r.tenantId, grantId, r.createdAt, r.receiptId)
-    }
+    for (const r of consumed)
+      await stores.grants.markConsumed(r.tenantId, r.detail.grantId as string, r.createdAt, r.receiptId)
     for (const a of payload.actions) await stores.actions.insertIfAbsent(a)
     return receipts
   })
+}
+
+function consumesGrant(r: ReceiptDraft): boolean {
+  return r.kind === 'CHECK' && r.decision === 'ALLOW' && typeof r.detail.grantId === 'string'
 }
