@@ -19,7 +19,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { measureCpu, pidsOf, rssMb } from './support/cpu-time.js'
+import { cpuSplitMs, measureCpu, pidsOf, rssMb } from './support/cpu-time.js'
 import { type Rig, startRig } from './support/sidecar-rig.js'
 
 const arg = (name: string, fallback: number) => {
@@ -165,6 +165,8 @@ async function main() {
         sat: Result
         seq: { p50: number; p90: number; p99: number }
         cpu: Record<string, number>
+        /** Of the proxy's CPU in the saturation run, the kernel's on its behalf (ms). */
+        proxySystem: number
         /** The proxy's CPU seconds per second at 1,000/s, and its memory idle and after that run. */
         vcpu: number
         rssIdle: number
@@ -195,8 +197,11 @@ async function main() {
       const vcpu = (atRate().proxy ?? 0) / (DURATION * 1000)
       const rssLoaded = rssMb(proxyPid[name])
       const stop = measureCpu(cpuGroups[name] ?? {})
+      const pid = proxyPid[name]
+      const systemBefore = pid ? cpuSplitMs(pid).system : 0
       const sat = await load(rig, url, null)
-      rows[name] = { fixed, sat, seq, cpu: stop(), vcpu, rssIdle, rssLoaded }
+      const proxySystem = pid ? cpuSplitMs(pid).system - systemBefore : 0
+      rows[name] = { fixed, sat, seq, cpu: stop(), proxySystem, vcpu, rssIdle, rssLoaded }
     }
     const fmt = (r: Result) =>
       `${String(Math.round(r.rps)).padStart(6)} req/s  p50 ${String(r.p50).padStart(4)} ms  p99 ${String(r.p99).padStart(4)} ms  p99.9 ${String(r.p999).padStart(4)} ms  errors ${r.errors + r.non2xx}`
@@ -208,7 +213,10 @@ async function main() {
       console.log(`${name.padEnd(7)} saturate: ${fmt(r.sat)}`)
       const requests = r.sat.rps * DURATION
       const perReq = Object.entries(r.cpu)
-        .map(([who, ms]) => `${who} ${((ms * 1000) / requests).toFixed(0)}`)
+        .map(
+          ([who, ms]) =>
+            `${who} ${((ms * 1000) / requests).toFixed(0)}${who === 'proxy' ? ` (${((r.proxySystem * 1000) / requests).toFixed(0)} of it system)` : ''}`,
+        )
         .join(', ')
       console.log(`${name.padEnd(7)} saturate: CPU µs per request: ${perReq}`)
     }

@@ -23,7 +23,7 @@ import { type TLSSocket as ClientTls, connect as tlsConnect } from 'node:tls'
 import { Redis } from 'ioredis'
 import { Agent, ProxyAgent, request } from 'undici'
 import { createInterceptionCa } from '../src/tls/interception-ca.js'
-import { measureCpu } from './support/cpu-time.js'
+import { cpuSplitMs } from './support/cpu-time.js'
 import { startRig } from './support/sidecar-rig.js'
 
 const arg = (name: string, fallback: number) => {
@@ -215,13 +215,19 @@ try {
     for (const m of stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1])
     return n
   }
-  /** Keep-alive writes per second through `port`, that proxy's CPU µs per write, and writes per Redis script call. */
+  /**
+   * Keep-alive writes per second through `port`, that proxy's CPU µs per write (and of it the
+   * kernel's, on its behalf), and writes per Redis script call.
+   */
   const measured = async (port: number, pid: number | undefined) => {
     const calls = await scriptCalls()
-    const stop = measureCpu({ proxy: () => (pid ? [pid] : []) })
+    const before = pid ? cpuSplitMs(pid) : { user: 0, system: 0 }
     const rps = await keepAlive(port, SECONDS)
-    const cpuUs = ((stop().proxy ?? 0) * 1000) / (rps * SECONDS)
-    return { rps, cpuUs, perCall: (rps * SECONDS) / Math.max(1, (await scriptCalls()) - calls) }
+    const after = pid ? cpuSplitMs(pid) : { user: 0, system: 0 }
+    const perWrite = (ms: number) => (ms * 1000) / (rps * SECONDS)
+    const systemUs = perWrite(after.system - before.system)
+    const cpuUs = perWrite(after.user - before.user) + systemUs
+    return { rps, cpuUs, systemUs, perCall: (rps * SECONDS) / Math.max(1, (await scriptCalls()) - calls) }
   }
   for (let i = 0; i < ROUNDS; i++) {
     const b = await measured(barePort, bare.child.pid)
@@ -229,7 +235,7 @@ try {
     ratios.push(g.rps / b.rps)
     cpuRatios.push(g.cpuUs / b.cpuUs)
     console.log(
-      `round ${i + 1}: bare ${b.rps.toFixed(0)}/s (${b.cpuUs.toFixed(0)} µs CPU/write)   gated ${g.rps.toFixed(0)}/s (${g.cpuUs.toFixed(0)} µs CPU/write, ${g.perCall.toFixed(1)} writes per Redis call)   gated/bare ${(g.rps / b.rps).toFixed(2)}`,
+      `round ${i + 1}: bare ${b.rps.toFixed(0)}/s (${b.cpuUs.toFixed(0)} µs CPU/write, ${b.systemUs.toFixed(0)} of it system)   gated ${g.rps.toFixed(0)}/s (${g.cpuUs.toFixed(0)} µs CPU/write, ${g.systemUs.toFixed(0)} of it system, ${g.perCall.toFixed(1)} writes per Redis call)   gated/bare ${(g.rps / b.rps).toFixed(2)}`,
     )
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number
