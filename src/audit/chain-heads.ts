@@ -3,6 +3,13 @@ import type { ChainedReceipts } from '../store/ports/audit.js'
 
 /** Tenants remembered at most; past it the memory starts again (each tenant relearns on its next append). */
 const MAX_TENANTS = 10_000
+/**
+ * How long a tenant whose remembered head proved wrong stays off the fast path. A head that
+ * is wrong once is usually wrong again (another control plane drains the same tenant): each
+ * miss costs a statement on top of the transaction, so the fast path is tried again only now
+ * and then.
+ */
+export const CHAIN_BACK_OFF_MS = 1000
 
 export interface ChainPlan {
   batches: ChainedReceipts[]
@@ -19,6 +26,8 @@ export interface ChainPlan {
  * fork in the chain.
  */
 export interface ChainHeads {
+  /** Whether the tenant's head is known (and the tenant is not backing off). */
+  knows(tenantId: string): boolean
   /**
    * Chains the drafts from the remembered heads and remembers where they end; null when a
    * tenant's head is not known, a receiptId repeats or a draft cannot be serialised (the
@@ -27,13 +36,33 @@ export interface ChainHeads {
   plan(drafts: readonly ReceiptDraft[]): ChainPlan | null
   /** Receipts that were committed: their tenants' heads stand at least at the newest of them. */
   learn(receipts: readonly Receipt[]): void
-  /** Heads found wrong (or left unsure by a failed statement): unknown until learned again. */
+  /** Heads another write of this process moved (unknown until learned again). */
   forget(tenantIds: Iterable<string>): void
+  /** Heads the store found wrong, or left unsure by a failed statement: forgotten, and not relearned for a while. */
+  backOff(tenantIds: Iterable<string>): void
 }
 
-export function createChainHeads(): ChainHeads {
+export interface ChainHeadsOptions {
+  nowMs?: () => number
+  backOffMs?: number
+}
+
+export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
+  const nowMs = opts.nowMs ?? Date.now
+  const backOffMs = opts.backOffMs ?? CHAIN_BACK_OFF_MS
   const heads = new Map<string, ChainHead>()
+  const backingOff = new Map<string, number>()
+
+  function coolingDown(tenantId: string): boolean {
+    const until = backingOff.get(tenantId)
+    if (until === undefined) return false
+    if (nowMs() < until) return true
+    backingOff.delete(tenantId)
+    return false
+  }
+
   return {
+    knows: (tenantId) => heads.has(tenantId),
     plan(drafts) {
       const byTenant = new Map<string, ReceiptDraft[]>()
       const ids = new Set<string>()
@@ -48,7 +77,7 @@ export function createChainHeads(): ChainHeads {
       const receipts = new Map<string, Receipt>()
       try {
         for (const [tenantId, list] of byTenant) {
-          const from = heads.get(tenantId) as ChainHead
+          const from = heads.get(tenantId) as ChainHead // checked above
           const chained = chainReceipts(from, list)
           batches.push({
             tenantId,
@@ -70,12 +99,21 @@ export function createChainHeads(): ChainHeads {
       for (const r of receipts) {
         const known = heads.get(r.tenantId)
         if (known && known.seq >= r.seq) continue
+        if (coolingDown(r.tenantId)) continue
         if (!known && heads.size >= MAX_TENANTS) heads.clear()
         heads.set(r.tenantId, { seq: r.seq, hash: r.hash })
       }
     },
     forget(tenantIds) {
       for (const t of tenantIds) heads.delete(t)
+    },
+    backOff(tenantIds) {
+      const until = nowMs() + backOffMs
+      for (const t of tenantIds) {
+        heads.delete(t)
+        if (!backingOff.has(t) && backingOff.size >= MAX_TENANTS) backingOff.clear()
+        backingOff.set(t, until)
+      }
     },
   }
 }

@@ -333,6 +333,107 @@ for (const kind of ALL_BACKENDS) {
       },
     )
 
+    // Only a database other connections write can make the statement wait on a head row held by
+    // another transaction; PGlite has one connection and runs statements in turn.
+    if (tdb.db.shared) {
+      t.test(
+        'receipts: a statement waiting on a head held by another transaction sees the head it commits',
+        async (t) => {
+          const a = await tenant()
+          const d = (n: number) =>
+            draft({ receiptId: newId('receipt'), tenantId: a, kind: 'CHECK', createdAt: n, detail: { n } })
+          const batch = (from: { seq: number; hash: string }) => {
+            const c = chainReceipts(from, [d(0)])
+            return [{ tenantId: a, from, to: c.head, receipts: c.receipts, bodies: c.bodies }]
+          }
+          /** Resolves once a statement is queued behind the head row's lock. */
+          async function waitingOnLock(): Promise<void> {
+            for (let i = 0; i < 500; i++) {
+              const [w] = await tdb.db.sql<{ n: number }[]>`
+                select count(*)::int as n from pg_stat_activity
+                where wait_event_type = 'Lock' and query like '%json_to_recordset%'`
+              if ((w?.n ?? 0) > 0) return
+              await new Promise((r) => setTimeout(r, 10))
+            }
+            throw new Error('the statement never waited on the head row')
+          }
+          const [first] = await sor.transaction((x) => x.receipts.append([d(1)]))
+
+          // The pipelined case: chained from the head the holder is about to commit.
+          let pipelined: Promise<{ stale: string[] }> | undefined
+          await sor.transaction(async (x) => {
+            const [r] = await x.receipts.append([d(2)])
+            pipelined = s.receipts.appendChained(batch({ seq: 2, hash: r!.hash }))
+            await waitingOnLock()
+          })
+          t.same(await pipelined, { stale: [] }, 'ready once the holder committed the head it chained from')
+
+          // Chained from the head before the holder's append: stale once the holder commits.
+          let behind: Promise<{ stale: string[] }> | undefined
+          await sor.transaction(async (x) => {
+            await x.receipts.append([d(4)])
+            behind = s.receipts.appendChained(
+              batch({ seq: 3, hash: (await s.receipts.list(a, 2, 1))[0]!.hash }),
+            )
+            await waitingOnLock()
+          })
+          t.same(await behind, { stale: [a] }, 'the committed head is read after the wait')
+
+          // Chained from a head the holder then rolls back: stale, nothing written.
+          let rolledBack: Promise<{ stale: string[] }> | undefined
+          let phantom = ''
+          await t.rejects(
+            sor.transaction(async (x) => {
+              const [r] = await x.receipts.append([d(5)])
+              phantom = r!.hash
+              rolledBack = s.receipts.appendChained(batch({ seq: 5, hash: phantom }))
+              await waitingOnLock()
+              throw new Error('roll back')
+            }),
+            /roll back/,
+          )
+          t.same(await rolledBack, { stale: [a] })
+          const chain = await s.receipts.list(a, 0, 10)
+          t.same(
+            chain.map((r) => r.seq),
+            [1, 2, 3, 4],
+          )
+          t.notOk(
+            chain.some((r) => r.prevHash === phantom),
+            'nothing chained from the rolled-back head',
+          )
+          for (let i = 1; i < chain.length; i++) t.equal(chain[i]!.prevHash, chain[i - 1]!.hash)
+          t.equal(chain[0]!.receiptId, first!.receiptId)
+        },
+      )
+    }
+
+    t.test('receipts: the store refuses a chained batch that does not run from `from` to `to`', async (t) => {
+      const a = await tenant()
+      const d = (n: number) =>
+        draft({ receiptId: newId('receipt'), tenantId: a, kind: 'CHECK', createdAt: n, detail: { n } })
+      const head = (await sor.transaction((x) => x.receipts.append([d(1)])))[0]!
+      const from = { seq: 1, hash: head.hash }
+      const c = chainReceipts(from, [d(2), d(3)])
+      const ok = { tenantId: a, from, to: c.head, receipts: c.receipts, bodies: c.bodies }
+      const bad = {
+        'a receipt missing (a gap)': { ...ok, receipts: [c.receipts[1]!], bodies: [c.bodies[1]!] },
+        '`to` past the receipts': { ...ok, to: { seq: 5, hash: c.head.hash } },
+        'chained from another head': { ...ok, from: { seq: 1, hash: 'f'.repeat(64) } },
+        'bodies missing': { ...ok, bodies: [] },
+        'no receipts': { ...ok, receipts: [], bodies: [], to: from },
+      }
+      for (const [name, b] of Object.entries(bad))
+        await t.rejects(s.receipts.appendChained([b]), TypeError, name)
+      await t.rejects(s.receipts.appendChained([ok, ok]), TypeError, 'one tenant twice')
+      t.same(
+        (await s.receipts.list(a, 0, 10)).map((r) => r.seq),
+        [1],
+        'nothing written',
+      )
+      t.same(await s.receipts.appendChained([ok]), { stale: [] }, 'the well-formed batch is stored')
+    })
+
     t.test(
       'systems: per-tenant ids, whole replacement with versions, tombstones keep ids taken',
       async (t) => {

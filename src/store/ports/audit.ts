@@ -23,7 +23,8 @@ export interface ReceiptStore {
    * Stores receipts chained in memory, in one statement (atomic on its own), for every tenant
    * whose head row still stands at `from`: those heads move to `to`. Tenants whose head has
    * moved are left untouched and returned as `stale`. Throws, writing nothing, if a receiptId
-   * is already stored. The group commit's fast path: one round trip instead of four.
+   * of a tenant still at `from` is already stored, or if a batch's receipts do not run link
+   * by link from `from` to `to`. The group commit's fast path: one round trip instead of four.
    */
   appendChained(batches: readonly ChainedReceipts[]): Promise<{ stale: string[] }>
   get(tenantId: string, receiptId: string): Promise<Receipt | null>

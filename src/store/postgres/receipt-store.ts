@@ -133,6 +133,7 @@ async function appendChained(
   batches: readonly ChainedReceipts[],
 ): Promise<{ stale: string[] }> {
   if (batches.length === 0) return { stale: [] }
+  assertContiguous(batches)
   const rows: ReceiptInsert[] = []
   for (const b of batches) pushRows(rows, b.receipts, b.bodies)
   const heads = batches.map((b) => ({
@@ -168,6 +169,28 @@ async function appendChained(
     select tenant_id, pg_notify(${RECEIPTS_CHANNEL}, tenant_id) from advanced`
   const done = new Set(advanced.map((r) => r.tenant_id))
   return { stale: batches.map((b) => b.tenantId).filter((t) => !done.has(t)) }
+}
+
+/**
+ * The statement moves a head to `to` on the caller's word: receipts that do not run from
+ * `from` to `to` link by link would leave a gap or a fork no constraint catches.
+ */
+function assertContiguous(batches: readonly ChainedReceipts[]): void {
+  const tenants = new Set<string>()
+  for (const b of batches) {
+    if (tenants.has(b.tenantId)) throw new TypeError(`appendChained: tenant ${b.tenantId} twice`)
+    tenants.add(b.tenantId)
+    if (b.receipts.length === 0 || b.bodies.length !== b.receipts.length)
+      throw new TypeError('appendChained: a batch needs receipts, each with its body')
+    let at = b.from
+    for (const r of b.receipts) {
+      if (r.tenantId !== b.tenantId || r.seq !== at.seq + 1 || r.prevHash !== at.hash)
+        throw new TypeError(`appendChained: receipt ${r.receiptId} does not follow seq ${at.seq}`)
+      at = r
+    }
+    if (at.seq !== b.to.seq || at.hash !== b.to.hash)
+      throw new TypeError('appendChained: `to` is not where the receipts end')
+  }
 }
 
 export function createReceiptStore(sql: SqlHandle): ReceiptStore {
