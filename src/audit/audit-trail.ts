@@ -10,7 +10,7 @@ import { listenForReceipts } from '../store/postgres/receipt-notifications.js'
 import { createReceiptReader } from '../store/postgres/receipt-reader.js'
 import type { AuditLog } from './audit-log.js'
 import { createCheckpointer } from './checkpointer.js'
-import { createGroupCommitAuditLog } from './group-commit.js'
+import { type AppendPath, createGroupCommitAuditLog } from './group-commit.js'
 import { createReceiptWakeups, type Listen } from './receipt-wakeups.js'
 
 export interface AuditTrail {
@@ -32,6 +32,8 @@ export interface AuditTrailOptions {
   /** Fallback poll of subscribed tenants' heads, in case a wake-up is lost. */
   streamPollMs?: number
   publicUrl?: string | undefined
+  /** How many receipts the group commit stored by which path (a metric). */
+  onAppendPath?: (path: AppendPath, receipts: number) => void
 }
 
 /** Builds the audit log's writer, checkpointer, stream wake-ups and read stores; starts the checkpoint cadence. */
@@ -48,7 +50,11 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
     logger: opts.logger,
     ...(listen ? { listen } : {}),
   })
-  const log = createGroupCommitAuditLog({ sor: opts.sor, onCommitted: (ids) => wakeups.committed(ids) })
+  const log = createGroupCommitAuditLog({
+    sor: opts.sor,
+    onCommitted: (ids) => wakeups.committed(ids),
+    ...(opts.onAppendPath ? { onPath: opts.onAppendPath } : {}),
+  })
   const checkpointer = createCheckpointer({
     checkpoints,
     reader,

@@ -3,19 +3,30 @@ import { canonicalJson } from '../core/jcs.js'
 import type { Receipt, ReceiptDraft } from '../core/receipt.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
-import { createChainHeads } from './chain-heads.js'
+import { type ChainHeadsOptions, createChainHeads } from './chain-heads.js'
 
 export interface GroupCommitOptions {
   sor: SystemOfRecord
-  /** Most receipts written by one transaction (one caller's drafts are never split). */
+  /** Most receipts written by one batch (one caller's drafts are never split). */
   maxBatch?: number
-  /** Most receipts waiting for a transaction; past it, append() refuses at once (fail closed). */
+  /** Most receipts waiting for a batch; past it, append() refuses at once (fail closed). */
   maxQueue?: number
-  /** Transactions in flight at once. */
+  /** Batches in flight at once. */
   maxInFlight?: number
-  /** Called after a transaction that wrote receipts of these tenants has committed. */
+  /** Called after a batch that wrote receipts of these tenants has committed. */
   onCommitted?: (tenantIds: readonly string[]) => void
+  /** How many receipts took which path (the writegate_audit_appends_total metric). */
+  onPath?: (path: AppendPath, receipts: number) => void
+  /** The remembered heads' clock and back-off (tests). */
+  heads?: ChainHeadsOptions
 }
+
+/**
+ * `chained`: stored by the one-statement fast path; `transaction`: stored by the transaction
+ * path; `stale` and `failed`: sent down the fast path, found a moved head or a failed
+ * statement, and retried in a transaction (so also counted there).
+ */
+export type AppendPath = 'chained' | 'transaction' | 'stale' | 'failed'
 
 interface Pending {
   drafts: readonly ReceiptDraft[]
@@ -27,12 +38,12 @@ export const GROUP_COMMIT_DEFAULTS = { maxBatch: 512, maxQueue: 50_000, maxInFli
 
 /**
  * The group-committing audit log. append() queues the caller's drafts; whenever no
- * transaction is running (or a full batch is waiting and another may start), the queue
- * is drained into one transaction. Under load many callers share one commit (one fsync,
- * one head-row lock per tenant), so throughput grows with concurrency instead of queueing
- * on the tenant's head row. Each caller's promise settles with its own batch: it
- * resolves after the commit, and rejects if the transaction failed, in which case
- * nothing of that batch was written.
+ * batch is being written (or a full batch is waiting and another may start), the queue
+ * is drained into one batch: one statement where this process knows the heads, else one
+ * transaction. Under load many callers share one commit (one fsync, one head-row lock per
+ * tenant), so throughput grows with concurrency instead of queueing on the tenant's head
+ * row. Each caller's promise settles with its own drafts: it resolves after they are
+ * committed, and rejects if their write failed, in which case none of them was written.
  */
 export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   const maxBatch = opts.maxBatch ?? GROUP_COMMIT_DEFAULTS.maxBatch
@@ -42,7 +53,8 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   let queued = 0
   let inFlight = 0
   let idleWaiters: (() => void)[] = []
-  const heads = createChainHeads()
+  const heads = createChainHeads(opts.heads)
+  const onPath = opts.onPath ?? (() => {})
 
   function kick(): void {
     while (queue.length > 0 && inFlight < maxInFlight && (inFlight === 0 || queued >= maxBatch)) {
@@ -70,34 +82,52 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   }
 
   /**
-   * The fast path: when this process knows where the batch's chains stand, they are chained
-   * here and stored by one statement (one round trip, the head locked only for it). What
-   * is left for the transaction path: the callers of tenants whose head had moved, or the
-   * whole batch if the statement failed (it wrote nothing; a receiptId already stored is
-   * the usual cause, and the transaction path deduplicates).
+   * The fast path: callers whose drafts are of one tenant whose head this process knows are
+   * chained here and stored by one statement (one round trip, the head locked only for it).
+   * One tenant per caller keeps a caller's drafts all-or-nothing, as the transaction path
+   * does. What is left for the transaction path: every other caller, the callers of tenants
+   * whose head had moved, or everyone if the statement failed (it wrote nothing; a receiptId
+   * already stored is the usual cause, and the transaction path deduplicates).
    */
   async function commitChained(batch: Pending[]): Promise<Pending[]> {
-    const plan = heads.plan(batch.flatMap((p) => p.drafts))
-    if (!plan) return batch
-    let stale: readonly string[]
-    try {
-      stale = (await opts.sor.stores.receipts.appendChained(plan.batches)).stale
-    } catch {
-      stale = plan.batches.map((b) => b.tenantId)
-    }
-    heads.forget(stale)
+    const fast: Pending[] = []
     const left: Pending[] = []
+    for (const p of batch) (chainable(p.drafts) ? fast : left).push(p)
+    if (fast.length === 0) return batch
+    const plan = heads.plan(fast.flatMap((p) => p.drafts))
+    if (!plan) return batch
+    let stale: Set<string>
+    let sent = 0
+    for (const b of plan.batches) sent += b.receipts.length
+    try {
+      stale = new Set((await opts.sor.stores.receipts.appendChained(plan.batches)).stale)
+      if (stale.size > 0) onPath('stale', countOf(fast, stale))
+    } catch {
+      stale = new Set(plan.batches.map((b) => b.tenantId))
+      onPath('failed', sent)
+    }
+    heads.backOff(stale)
     const written: ReceiptDraft[] = []
-    for (const p of batch) {
-      if (p.drafts.some((d) => stale.includes(d.tenantId))) {
+    for (const p of fast) {
+      if (stale.has((p.drafts[0] as ReceiptDraft).tenantId)) {
         left.push(p)
         continue
       }
       written.push(...p.drafts)
-      p.resolve(p.drafts.map((d) => plan.receipts.get(d.receiptId) as Receipt))
+      p.resolve(p.drafts.map((d) => plan.receipts.get(d.receiptId) as Receipt)) // planned above
     }
-    if (written.length > 0) notify(written)
+    if (written.length > 0) {
+      onPath('chained', written.length)
+      notify(written)
+    }
     return left
+  }
+
+  function chainable(drafts: readonly ReceiptDraft[]): boolean {
+    const tenantId = drafts[0]?.tenantId
+    if (tenantId === undefined || !heads.knows(tenantId)) return false
+    for (const d of drafts) if (d.tenantId !== tenantId) return false
+    return true
   }
 
   async function commit(whole: Pending[]): Promise<void> {
@@ -124,6 +154,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       return
     }
     heads.learn(receipts)
+    onPath('transaction', receipts.length)
     let at = 0
     for (const p of batch) {
       p.resolve(receipts.slice(at, at + p.drafts.length))
@@ -143,6 +174,8 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   return {
     async appendWith(stores, drafts) {
       const receipts = await stores.receipts.append(drafts)
+      // These heads move outside the group commit (and only if the caller commits).
+      heads.forget(new Set(drafts.map((d) => d.tenantId)))
       // Runs before the caller commits: a stream woken now may not see these rows yet and
       // picks them up on its next read (Postgres also sends NOTIFY at commit).
       notify(drafts)
@@ -164,6 +197,12 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       return new Promise<void>((resolve) => idleWaiters.push(resolve))
     },
   }
+}
+
+function countOf(callers: readonly Pending[], tenantIds: ReadonlySet<string>): number {
+  let n = 0
+  for (const p of callers) if (tenantIds.has((p.drafts[0] as ReceiptDraft).tenantId)) n += p.drafts.length
+  return n
 }
 
 function serialisable(drafts: readonly ReceiptDraft[]): boolean {

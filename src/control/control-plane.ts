@@ -218,6 +218,7 @@ export async function createControlPlane(
       checkpointIntervalMs: settings.audit.checkpointIntervalSeconds * 1000,
       streamKeepaliveMs: settings.audit.streamKeepaliveSeconds * 1000,
       publicUrl: settings.server.publicUrl,
+      onAppendPath: (path, receipts) => metrics.auditAppended(path, receipts),
     })
     cleanups.push(() => auditTrail.close())
     const audit = auditTrail.log

@@ -18,6 +18,8 @@ export interface Metrics {
     nowMs: () => number,
   ): void
   watchDrainBacklog(read: () => number): void
+  /** Receipts the audit log's group commit stored, by path (see AppendPath). */
+  auditAppended(path: string, receipts: number): void
   /** Whether this process can resolve a system's injected credential (1: it cannot). */
   credentialUnavailable(system: string, unavailable: boolean): void
   /** An intercepted TLS connection refused or cut: handshake failed or timed out, host outside the CA, Host mismatch. */
@@ -116,6 +118,12 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     labelNames: ['system'],
     registers: [registry],
   })
+  const auditAppends = new Counter({
+    name: 'writegate_audit_appends_total',
+    help: 'Receipts appended by the group commit, by path: chained (one statement), transaction, stale or failed (fast-path attempts retried in a transaction)',
+    labelNames: ['path'],
+    registers: [registry],
+  })
   let backlog: (() => number) | undefined
   new Gauge({
     name: 'writegate_receipt_drain_backlog',
@@ -148,6 +156,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
     watchDrainBacklog(read) {
       backlog = read
     },
+    auditAppended: (path, receipts) => auditAppends.inc({ path }, receipts),
     credentialUnavailable(system, unavailable) {
       credentials.set({ system }, unavailable ? 1 : 0)
     },

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client'
 import t from 'tap'
 import { nowSeconds } from '../../src/core/clock.js'
 import { newId } from '../../src/core/ids.js'
@@ -96,6 +97,12 @@ t.test('50 writers x 200 appends on real Postgres, some rolled back, one reconne
     committed + 2,
     'every committed append and the two issuance receipts; no rolled-back one',
   )
+  const paths = await appendsByPath(cp.metrics.registry)
+  t.equal(
+    (paths.chained ?? 0) + (paths.transaction ?? 0),
+    committed,
+    `writegate_audit_appends_total counts each committed append once (${JSON.stringify(paths)})`,
+  )
   t.ok(reconnects > 3, `the consumer reconnected ${reconnects - 1} times`)
   t.same(
     seen.map((r) => r.seq),
@@ -107,3 +114,8 @@ t.test('50 writers x 200 appends on real Postgres, some rolled back, one reconne
     'no rolled-back receipt was ever streamed',
   )
 })
+
+async function appendsByPath(registry: Registry): Promise<Record<string, number>> {
+  const metric = await registry.getSingleMetric('writegate_audit_appends_total')?.get()
+  return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.path), v.value]))
+}

@@ -1,10 +1,12 @@
 import t from 'tap'
 import { createDirectAuditLog } from '../../src/audit/audit-log.js'
+import { createGroupCommitAuditLog } from '../../src/audit/group-commit.js'
 import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
 import { newId } from '../../src/core/ids.js'
 import { draft } from '../../src/core/receipt.js'
 import { createLogger } from '../../src/observability/logger.js'
 import type { ReceiptQueue } from '../../src/store/ports/hot-store.js'
+import type { SystemOfRecord } from '../../src/store/ports/index.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { openRedisHotStore } from '../helpers/redis.js'
@@ -140,3 +142,88 @@ t.test('drain: a failed commit loses nothing, the batch read ahead of it include
   )
   t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 0, 'nothing left in the stream')
 })
+
+t.test(
+  'drain through the group commit: a failed statement and a failed retry lose nothing, the chain stays whole',
+  async (t) => {
+    const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+    const tdb = await openTestDatabase('postgres')
+    const real = createSystemOfRecord(tdb.db)
+    // The second batch goes down the fast path (the first taught the head): its statement
+    // fails, and so does the transaction it falls back to.
+    const calls = { chained: 0, transactions: 0 }
+    const sor: SystemOfRecord = {
+      ...real,
+      stores: {
+        ...real.stores,
+        receipts: {
+          ...real.stores.receipts,
+          appendChained: (batches) => {
+            calls.chained += 1
+            return calls.chained === 1
+              ? Promise.reject(new Error('statement cut'))
+              : real.stores.receipts.appendChained(batches)
+          },
+        },
+      },
+      transaction: (fn) => {
+        calls.transactions += 1
+        return calls.transactions === 2
+          ? Promise.reject(new Error('postgres went away'))
+          : real.transaction(fn)
+      },
+    }
+    t.teardown(() => tdb.close())
+    const ten = newId('tenant')
+    await hot.publish(snapshot(ten))
+    const ids: string[] = []
+    for (let i = 0; i < 1_750; i++) {
+      const receiptId = newId('receipt')
+      ids.push(receiptId)
+      await hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: null,
+        grantCandidates: [],
+        durable: {
+          otherwise: {
+            receipts: [draft({ receiptId, tenantId: ten, kind: 'CHECK', createdAt: now() })],
+            actions: [],
+          },
+        },
+      })
+    }
+    const audit = createGroupCommitAuditLog({ sor, heads: { backOffMs: 0 } })
+    const drain = createReceiptDrain({
+      queue: hot.receiptQueue as ReceiptQueue,
+      sor,
+      audit,
+      logger: createLogger('silent'),
+      consumer: 'd1',
+      tenantIds: async () => [ten],
+    })
+    await t.rejects(drain.drainAll(), /postgres went away/)
+    t.same(
+      calls,
+      { chained: 1, transactions: 2 },
+      'the first batch by transaction, the second failed both ways',
+    )
+    t.equal((await real.stores.receipts.list(ten, 0, 2_000)).length, 500, 'the first batch committed')
+    await new Promise((r) => setTimeout(r, 150)) // past claimIdleMs: the unacknowledged entries are claimed
+    await drain.drainAll()
+    await drain.drainAll()
+    t.ok(calls.chained > 1, 'later batches went down the fast path again')
+    const list = await real.stores.receipts.list(ten, 0, 2_000)
+    t.same(
+      list.map((r) => r.receiptId),
+      ids,
+      'every receipt once, in order',
+    )
+    t.same(
+      list.map((r) => r.seq),
+      ids.map((_, i) => i + 1),
+    )
+    for (let i = 1; i < list.length; i++) t.equal(list[i]?.prevHash, list[i - 1]?.hash)
+    t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 0, 'nothing left in the stream')
+  },
+)

@@ -58,14 +58,16 @@ function fakeSor() {
         )
         const unlock = await lock()
         unlock() // the check and the write below happen at once
-        const stored = new Set(committed.map((r) => r.receiptId))
-        if (list.some((b) => b.receipts.some((r) => stored.has(r.receiptId))))
-          throw Object.assign(new Error('duplicate key'), { code: '23505' })
         const stale: string[] = []
         for (const b of list) {
           const head = headOf(b.tenantId)
           if (head.seq !== b.from.seq || head.hash !== b.from.hash) stale.push(b.tenantId)
         }
+        // As in Postgres, only the rows of tenants still at `from` are inserted, so only they can collide.
+        const stored = new Set(committed.map((r) => r.receiptId))
+        const ready = list.filter((b) => !stale.includes(b.tenantId))
+        if (ready.some((b) => b.receipts.some((r) => stored.has(r.receiptId))))
+          throw Object.assign(new Error('duplicate key'), { code: '23505' })
         for (const b of list) {
           if (stale.includes(b.tenantId)) continue
           committed.push(...b.receipts)
@@ -291,10 +293,19 @@ t.test('flush resolves once every accepted append is durable', async (t) => {
 })
 
 t.test(
-  'a head moved by another writer: that batch goes through a transaction, the chain stays whole',
+  'a head moved by another writer: that batch goes through a transaction, the chain stays whole, the tenant backs off',
   async (t) => {
     const f = fakeSor()
-    const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+    let now = 0
+    const counted: Record<string, number> = {}
+    const log = createGroupCommitAuditLog({
+      sor: f.sor,
+      maxInFlight: 1,
+      heads: { nowMs: () => now, backOffMs: 1000 },
+      onPath: (path, n) => {
+        counted[path] = (counted[path] ?? 0) + n
+      },
+    })
     await log.append([d()])
     await log.append([d()])
     f.moveHead('ten_a')
@@ -304,18 +315,73 @@ t.test(
       [4, 5],
       "chained after the other writer's receipt",
     )
-    const next = await log.append([d()])
-    t.equal(next[0]?.seq, 6)
+    t.equal((await log.append([d()]))[0]?.seq, 6)
+    now = 999
+    t.equal((await log.append([d()]))[0]?.seq, 7)
+    now = 1000
+    t.equal((await log.append([d()]))[0]?.seq, 8)
+    t.equal((await log.append([d()]))[0]?.seq, 9)
     t.same(
       f.paths,
-      ['transaction', 'chained', 'chained', 'transaction', 'chained'],
-      'stale, retried, then fast again',
+      [
+        'transaction',
+        'chained',
+        'chained',
+        'transaction',
+        'transaction',
+        'transaction',
+        'transaction',
+        'chained',
+      ],
+      'stale and retried; a second on the transaction path; relearned, then fast again',
     )
+    t.same(counted, { transaction: 6, chained: 2, stale: 2 }, 'receipts counted by path')
     const seqs = f.committed.map((r) => r.seq)
-    t.same(seqs, [1, 2, 3, 4, 5, 6], 'no fork, no gap')
+    t.same(seqs, [1, 2, 3, 4, 5, 6, 7, 8, 9], 'no fork, no gap')
     for (let i = 1; i < f.committed.length; i++) t.equal(f.committed[i]?.prevHash, f.committed[i - 1]?.hash)
   },
 )
+
+t.test(
+  "a caller spanning tenants goes whole through a transaction: if it fails, none of the caller's drafts is stored",
+  async (t) => {
+    const f = fakeSor()
+    const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+    await Promise.all([log.append([d('ten_a')]), log.append([d('ten_b')])])
+    f.moveHead('ten_b')
+    f.failNext(1)
+    const [a, b] = [d('ten_a'), d('ten_b')]
+    await t.rejects(log.append([a, b]), /connection lost/)
+    t.same(f.paths.slice(2), ['transaction'], 'never split between the statement and a transaction')
+    t.notOk(
+      f.committed.some((r) => r.receiptId === a.receiptId || r.receiptId === b.receiptId),
+      'neither draft stored',
+    )
+    const out = await log.append([a, b])
+    t.same(
+      out.map((r) => [r.tenantId, r.seq]),
+      [
+        ['ten_a', 2],
+        ['ten_b', 3],
+      ],
+    )
+  },
+)
+
+t.test("an append inside a caller's transaction forgets the tenant's head", async (t) => {
+  const f = fakeSor()
+  const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
+  await log.append([d()])
+  await log.append([d()])
+  await f.sor.transaction((stores) => log.appendWith(stores, [d()]))
+  t.equal((await log.append([d()]))[0]?.seq, 4)
+  t.equal((await log.append([d()]))[0]?.seq, 5)
+  t.same(
+    f.paths,
+    ['transaction', 'chained', 'transaction', 'transaction', 'chained'],
+    'no statement sent from the head it knew was moved; relearned at once (no back-off)',
+  )
+})
 
 t.test("only the stale tenant's callers are retried; the others resolve from the statement", async (t) => {
   const f = fakeSor()
@@ -360,10 +426,7 @@ t.test(
     release()
     t.same((await Promise.all(second)).map((r) => r[0]?.seq).sort(), [6, 7, 8, 9])
     t.same(f.paths.slice(3, 5), ['chained', 'chained'])
-    t.ok(
-      f.paths.slice(5).every((p) => p === 'transaction'),
-      'both retried in transactions',
-    )
+    t.same(f.paths.slice(5), ['transaction', 'transaction'], 'each retried in a transaction')
     t.same(
       f.committed.map((r) => r.seq),
       [1, 2, 3, 4, 5, 6, 7, 8, 9],
