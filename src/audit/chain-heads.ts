@@ -15,6 +15,8 @@ export interface ChainPlan {
   batches: ChainedReceipts[]
   /** Every draft's receipt, by receiptId. */
   receipts: Map<string, Receipt>
+  /** Each tenant's generation when planned: how `missed` tells an expected miss from a surprise. */
+  generations: Map<string, number>
 }
 
 /**
@@ -26,7 +28,7 @@ export interface ChainPlan {
  * fork in the chain.
  */
 export interface ChainHeads {
-  /** Whether the tenant's head is known (and the tenant is not backing off). */
+  /** Whether the tenant's head is known (never while it backs off: `backOff` drops it and `learn` skips it). */
   knows(tenantId: string): boolean
   /**
    * Chains the drafts from the remembered heads and remembers where they end; null when a
@@ -38,20 +40,27 @@ export interface ChainHeads {
   learn(receipts: readonly Receipt[]): void
   /** Heads another write of this process moved (unknown until learned again). */
   forget(tenantIds: Iterable<string>): void
-  /** Heads the store found wrong, or left unsure by a failed statement: forgotten, and not relearned for a while. */
-  backOff(tenantIds: Iterable<string>): void
+  /**
+   * Tenants of a plan the store found stale, or left unsure by a failed statement. Forgotten;
+   * and, unless this process moved their head itself since the plan (a `forget` in between:
+   * the miss was expected, not a sign of another writer), not relearned for a while.
+   */
+  missed(plan: ChainPlan, tenantIds: Iterable<string>): void
 }
 
 export interface ChainHeadsOptions {
+  /** A monotonic clock (a stepped wall clock must not stretch a back-off). */
   nowMs?: () => number
   backOffMs?: number
 }
 
 export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
-  const nowMs = opts.nowMs ?? Date.now
+  const nowMs = opts.nowMs ?? (() => performance.now())
   const backOffMs = opts.backOffMs ?? CHAIN_BACK_OFF_MS
   const heads = new Map<string, ChainHead>()
   const backingOff = new Map<string, number>()
+  /** Bumped by every `forget`; absent is 0. */
+  const generations = new Map<string, number>()
 
   function coolingDown(tenantId: string): boolean {
     const until = backingOff.get(tenantId)
@@ -92,8 +101,12 @@ export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
         return null
       }
       // The next batch chains on from here, before this one has landed: the store checks it.
-      for (const b of batches) heads.set(b.tenantId, b.to)
-      return { batches, receipts }
+      const planned = new Map<string, number>()
+      for (const b of batches) {
+        heads.set(b.tenantId, b.to)
+        planned.set(b.tenantId, generations.get(b.tenantId) ?? 0)
+      }
+      return { batches, receipts, generations: planned }
     },
     learn(receipts) {
       for (const r of receipts) {
@@ -105,12 +118,17 @@ export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
       }
     },
     forget(tenantIds) {
-      for (const t of tenantIds) heads.delete(t)
+      for (const t of tenantIds) {
+        heads.delete(t)
+        if (!generations.has(t) && generations.size >= MAX_TENANTS) generations.clear()
+        generations.set(t, (generations.get(t) ?? 0) + 1)
+      }
     },
-    backOff(tenantIds) {
+    missed(plan, tenantIds) {
       const until = nowMs() + backOffMs
       for (const t of tenantIds) {
         heads.delete(t)
+        if ((generations.get(t) ?? 0) !== plan.generations.get(t)) continue
         if (!backingOff.has(t) && backingOff.size >= MAX_TENANTS) backingOff.clear()
         backingOff.set(t, until)
       }

@@ -54,7 +54,13 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   let inFlight = 0
   let idleWaiters: (() => void)[] = []
   const heads = createChainHeads(opts.heads)
-  const onPath = opts.onPath ?? (() => {})
+  const count = (path: AppendPath, receipts: number) => {
+    try {
+      opts.onPath?.(path, receipts)
+    } catch {
+      // A metric must never fail or strand a commit.
+    }
+  }
 
   function kick(): void {
     while (queue.length > 0 && inFlight < maxInFlight && (inFlight === 0 || queued >= maxBatch)) {
@@ -92,21 +98,22 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
   async function commitChained(batch: Pending[]): Promise<Pending[]> {
     const fast: Pending[] = []
     const left: Pending[] = []
+    // A caller spanning tenants goes by transaction, which will move those heads: forgotten
+    // first, so no caller of theirs in this batch is sent from a head about to be wrong.
+    for (const p of batch) if (!oneTenant(p.drafts)) heads.forget(new Set(p.drafts.map((d) => d.tenantId)))
     for (const p of batch) (chainable(p.drafts) ? fast : left).push(p)
     if (fast.length === 0) return batch
     const plan = heads.plan(fast.flatMap((p) => p.drafts))
     if (!plan) return batch
     let stale: Set<string>
-    let sent = 0
-    for (const b of plan.batches) sent += b.receipts.length
     try {
       stale = new Set((await opts.sor.stores.receipts.appendChained(plan.batches)).stale)
-      if (stale.size > 0) onPath('stale', countOf(fast, stale))
+      if (stale.size > 0) count('stale', countOf(fast, stale))
     } catch {
       stale = new Set(plan.batches.map((b) => b.tenantId))
-      onPath('failed', sent)
+      count('failed', plan.receipts.size)
     }
-    heads.backOff(stale)
+    heads.missed(plan, stale)
     const written: ReceiptDraft[] = []
     for (const p of fast) {
       if (stale.has((p.drafts[0] as ReceiptDraft).tenantId)) {
@@ -117,17 +124,14 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       p.resolve(p.drafts.map((d) => plan.receipts.get(d.receiptId) as Receipt)) // planned above
     }
     if (written.length > 0) {
-      onPath('chained', written.length)
+      count('chained', written.length)
       notify(written)
     }
     return left
   }
 
   function chainable(drafts: readonly ReceiptDraft[]): boolean {
-    const tenantId = drafts[0]?.tenantId
-    if (tenantId === undefined || !heads.knows(tenantId)) return false
-    for (const d of drafts) if (d.tenantId !== tenantId) return false
-    return true
+    return oneTenant(drafts) && heads.knows((drafts[0] as ReceiptDraft).tenantId)
   }
 
   async function commit(whole: Pending[]): Promise<void> {
@@ -154,7 +158,7 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       return
     }
     heads.learn(receipts)
-    onPath('transaction', receipts.length)
+    count('transaction', receipts.length)
     let at = 0
     for (const p of batch) {
       p.resolve(receipts.slice(at, at + p.drafts.length))
@@ -197,6 +201,13 @@ export function createGroupCommitAuditLog(opts: GroupCommitOptions): AuditLog {
       return new Promise<void>((resolve) => idleWaiters.push(resolve))
     },
   }
+}
+
+function oneTenant(drafts: readonly ReceiptDraft[]): boolean {
+  const tenantId = drafts[0]?.tenantId
+  if (tenantId === undefined) return false
+  for (const d of drafts) if (d.tenantId !== tenantId) return false
+  return true
 }
 
 function countOf(callers: readonly Pending[], tenantIds: ReadonlySet<string>): number {

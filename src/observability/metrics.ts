@@ -120,7 +120,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
   })
   const auditAppends = new Counter({
     name: 'writegate_audit_appends_total',
-    help: 'Receipts appended by the group commit, by path: chained (one statement), transaction, stale or failed (fast-path attempts retried in a transaction)',
+    help: 'Receipts the group commit stored (or found already stored), by path: chained (one statement), transaction; stale or failed: fast-path attempts retried in a transaction',
     labelNames: ['path'],
     registers: [registry],
   })

@@ -351,7 +351,8 @@ for (const kind of ALL_BACKENDS) {
             for (let i = 0; i < 500; i++) {
               const [w] = await tdb.db.sql<{ n: number }[]>`
                 select count(*)::int as n from pg_stat_activity
-                where wait_event_type = 'Lock' and query like '%json_to_recordset%'`
+                where wait_event_type = 'Lock' and query like '%json_to_recordset%'
+                  and datname = current_database() and pid <> pg_backend_pid()`
               if ((w?.n ?? 0) > 0) return
               await new Promise((r) => setTimeout(r, 10))
             }

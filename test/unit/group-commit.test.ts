@@ -348,6 +348,7 @@ t.test(
     const f = fakeSor()
     const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1 })
     await Promise.all([log.append([d('ten_a')]), log.append([d('ten_b')])])
+    // Were the caller split, ten_a's draft would be stored by the statement and ten_b's stale.
     f.moveHead('ten_b')
     f.failNext(1)
     const [a, b] = [d('ten_a'), d('ten_b')]
@@ -453,5 +454,78 @@ t.test(
       'the statement failed whole, then the retry',
     )
     t.equal(f.committed.length, 3)
+  },
+)
+
+t.test('a failed statement: counted, retried in a transaction, the tenant backs off', async (t) => {
+  const f = fakeSor()
+  let now = 0
+  const counted: Record<string, number> = {}
+  const log = createGroupCommitAuditLog({
+    sor: f.sor,
+    maxInFlight: 1,
+    heads: { nowMs: () => now, backOffMs: 1000 },
+    onPath: (path, n) => {
+      counted[path] = (counted[path] ?? 0) + n
+    },
+  })
+  await log.append([d()])
+  f.failNext(1)
+  t.same(
+    (await log.append([d(), d()])).map((r) => r.seq),
+    [2, 3],
+    'stored by the retry',
+  )
+  await log.append([d()])
+  now = 1000
+  await log.append([d()])
+  await log.append([d()])
+  t.same(f.paths, ['transaction', 'chained', 'transaction', 'transaction', 'transaction', 'chained'])
+  t.same(counted, { transaction: 5, failed: 2, chained: 1 })
+})
+
+t.test('a stale statement this process caused itself (appendWith meanwhile) costs no back-off', async (t) => {
+  const f = fakeSor()
+  const log = createGroupCommitAuditLog({ sor: f.sor, maxInFlight: 1, heads: { nowMs: () => 0 } })
+  await log.append([d()])
+  const release = f.hold()
+  const inFlight = log.append([d()])
+  await new Promise((r) => setImmediate(r))
+  // An append inside another transaction of this process moves the head while the statement waits.
+  const moving = { receipts: { append: async () => [f.moveHead('ten_a')] } } as unknown as Stores
+  await log.appendWith(moving, [d()])
+  release()
+  t.equal((await inFlight)[0]?.seq, 3, "after the other append's seq 2")
+  t.equal((await log.append([d()]))[0]?.seq, 4)
+  t.same(f.paths, ['transaction', 'chained', 'transaction', 'chained'], 'relearned at once, fast again')
+})
+
+t.test(
+  'a caller spanning tenants: batches planned while its transaction runs do not chain from its tenants',
+  async (t) => {
+    const f = fakeSor()
+    const counted: Record<string, number> = {}
+    const log = createGroupCommitAuditLog({
+      sor: f.sor,
+      maxBatch: 2,
+      maxInFlight: 2,
+      heads: { nowMs: () => 0 },
+      onPath: (path, n) => {
+        counted[path] = (counted[path] ?? 0) + n
+      },
+    })
+    await Promise.all([log.append([d('ten_a')]), log.append([d('ten_b')])])
+    await log.append([d('ten_a')])
+    const release = f.hold()
+    const spanning = log.append([d('ten_a'), d('ten_b')])
+    await new Promise((r) => setImmediate(r))
+    const next = [log.append([d('ten_a')]), log.append([d('ten_a')])]
+    await new Promise((r) => setImmediate(r))
+    t.equal(f.maxOpen, 2, "the second batch went while the spanning caller's transaction ran")
+    release()
+    await spanning
+    t.same((await Promise.all(next)).map((r) => r[0]?.seq).sort(), [4, 5])
+    t.same(f.paths.slice(-2), ['transaction', 'transaction'], 'neither sent from a head about to move')
+    t.notOk(counted.stale, 'no stale statement')
   },
 )
