@@ -46,6 +46,7 @@ const METRICS = [
   'writegate_fail_closed_total',
   'writegate_commit_retries_total',
   'writegate_receipt_drain_backlog',
+  'writegate_audit_appends_total',
 ]
 
 const WORKLOADS = ['Deployment', 'StatefulSet', 'Job']
