@@ -1,8 +1,8 @@
 import { type ChainHead, chainReceipts, type Receipt, type ReceiptDraft } from '../core/receipt.js'
 import type { ChainedReceipts } from '../store/ports/audit.js'
 
-/** Tenants remembered at most; past it the memory starts again (each tenant relearns on its next append). */
-const MAX_TENANTS = 10_000
+/** Tenants remembered at most; past it the longest-remembered is dropped (it relearns on its next append). */
+export const CHAIN_MAX_TENANTS = 10_000
 /**
  * How long a tenant whose remembered head proved wrong stays off the fast path. A head that
  * is wrong once is usually wrong again (another control plane drains the same tenant): each
@@ -113,15 +113,13 @@ export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
         const known = heads.get(r.tenantId)
         if (known && known.seq >= r.seq) continue
         if (coolingDown(r.tenantId)) continue
-        if (!known && heads.size >= MAX_TENANTS) heads.clear()
-        heads.set(r.tenantId, { seq: r.seq, hash: r.hash })
+        remember(heads, r.tenantId, { seq: r.seq, hash: r.hash })
       }
     },
     forget(tenantIds) {
       for (const t of tenantIds) {
         heads.delete(t)
-        if (!generations.has(t) && generations.size >= MAX_TENANTS) generations.clear()
-        generations.set(t, (generations.get(t) ?? 0) + 1)
+        remember(generations, t, (generations.get(t) ?? 0) + 1)
       }
     },
     missed(plan, tenantIds) {
@@ -129,9 +127,17 @@ export function createChainHeads(opts: ChainHeadsOptions = {}): ChainHeads {
       for (const t of tenantIds) {
         heads.delete(t)
         if ((generations.get(t) ?? 0) !== plan.generations.get(t)) continue
-        if (!backingOff.has(t) && backingOff.size >= MAX_TENANTS) backingOff.clear()
-        backingOff.set(t, until)
+        remember(backingOff, t, until)
       }
     },
   }
+}
+
+/** Sets a tenant's entry, dropping the oldest first when the map is full. */
+function remember<V>(map: Map<string, V>, tenantId: string, value: V): void {
+  if (!map.has(tenantId) && map.size >= CHAIN_MAX_TENANTS) {
+    const oldest = map.keys().next()
+    if (!oldest.done) map.delete(oldest.value)
+  }
+  map.set(tenantId, value)
 }
