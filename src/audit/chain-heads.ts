@@ -28,7 +28,7 @@ export interface ChainPlan {
  * fork in the chain.
  */
 export interface ChainHeads {
-  /** Whether the tenant's head is known (never while it backs off: `backOff` drops it and `learn` skips it). */
+  /** Whether the tenant's head is known (never while it backs off: `missed` drops it and `learn` skips it). */
   knows(tenantId: string): boolean
   /**
    * Chains the drafts from the remembered heads and remembers where they end; null when a

@@ -5,7 +5,7 @@ import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
 import { newId } from '../../src/core/ids.js'
 import { draft } from '../../src/core/receipt.js'
 import { createLogger } from '../../src/observability/logger.js'
-import type { ReceiptQueue } from '../../src/store/ports/hot-store.js'
+import type { HotStore, ReceiptQueue } from '../../src/store/ports/hot-store.js'
 import type { SystemOfRecord } from '../../src/store/ports/index.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
 import { openTestDatabase } from '../helpers/backends.js'
@@ -15,16 +15,12 @@ import { emptySnapshot } from '../helpers/snapshots.js'
 const now = () => Math.floor(Date.now() / 1000)
 const snapshot = (tenantId: string) => emptySnapshot(tenantId, 1, now())
 
-t.test('drain: a hint that lands during a pass is acted on at once, not at the next poll', async (t) => {
-  const { hot } = await openRedisHotStore(t, { nowSeconds: now })
-  const tdb = await openTestDatabase('pglite-memory')
-  const sor = createSystemOfRecord(tdb.db)
-  const queue = hot.receiptQueue as ReceiptQueue
-
-  const [a, b] = [newId('tenant'), newId('tenant')]
-  for (const ten of [a, b]) await hot.publish(snapshot(ten))
-  const commitOne = async (tenantId: string) => {
+/** Commits `n` ALLOWed CHECK receipts of one tenant into its stream, as a proxy does; their ids in order. */
+async function queueReceipts(hot: HotStore, tenantId: string, n: number): Promise<string[]> {
+  const ids: string[] = []
+  for (let i = 0; i < n; i++) {
     const receiptId = newId('receipt')
+    ids.push(receiptId)
     const r = draft({ receiptId, tenantId, kind: 'CHECK', decision: 'ALLOW', createdAt: now() })
     await hot.commit({
       tenantId,
@@ -33,8 +29,19 @@ t.test('drain: a hint that lands during a pass is acted on at once, not at the n
       grantCandidates: [],
       durable: { otherwise: { receipts: [r], actions: [] } },
     })
-    return receiptId
   }
+  return ids
+}
+
+t.test('drain: a hint that lands during a pass is acted on at once, not at the next poll', async (t) => {
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now })
+  const tdb = await openTestDatabase('pglite-memory')
+  const sor = createSystemOfRecord(tdb.db)
+  const queue = hot.receiptQueue as ReceiptQueue
+
+  const [a, b] = [newId('tenant'), newId('tenant')]
+  for (const ten of [a, b]) await hot.publish(snapshot(ten))
+  const commitOne = async (tenantId: string) => (await queueReceipts(hot, tenantId, 1))[0] as string
 
   // While the drain reads tenant a, tenant b queues a receipt and its hint arrives.
   let during: Promise<string> | null = null
@@ -99,23 +106,7 @@ t.test('drain: a failed commit loses nothing, the batch read ahead of it include
   t.teardown(() => tdb.close())
   const ten = newId('tenant')
   await hot.publish(snapshot(ten))
-  const ids: string[] = []
-  for (let i = 0; i < 1_250; i++) {
-    const receiptId = newId('receipt')
-    ids.push(receiptId)
-    await hot.commit({
-      tenantId: ten,
-      version: 1,
-      quota: null,
-      grantCandidates: [],
-      durable: {
-        otherwise: {
-          receipts: [draft({ receiptId, tenantId: ten, kind: 'CHECK', createdAt: now() })],
-          actions: [],
-        },
-      },
-    })
-  }
+  const ids = await queueReceipts(hot, ten, 1_250)
   const drain = createReceiptDrain({
     queue: hot.receiptQueue as ReceiptQueue,
     sor,
@@ -176,23 +167,7 @@ t.test(
     t.teardown(() => tdb.close())
     const ten = newId('tenant')
     await hot.publish(snapshot(ten))
-    const ids: string[] = []
-    for (let i = 0; i < 1_750; i++) {
-      const receiptId = newId('receipt')
-      ids.push(receiptId)
-      await hot.commit({
-        tenantId: ten,
-        version: 1,
-        quota: null,
-        grantCandidates: [],
-        durable: {
-          otherwise: {
-            receipts: [draft({ receiptId, tenantId: ten, kind: 'CHECK', createdAt: now() })],
-            actions: [],
-          },
-        },
-      })
-    }
+    const ids = await queueReceipts(hot, ten, 1_750)
     const audit = createGroupCommitAuditLog({ sor, heads: { backOffMs: 0 } })
     const drain = createReceiptDrain({
       queue: hot.receiptQueue as ReceiptQueue,

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { createGroupCommitAuditLog } from '../../src/audit/group-commit.js'
+import { createGroupCommitAuditLog, type GroupCommitOptions } from '../../src/audit/group-commit.js'
 import {
   type ChainHead,
   chainReceipts,
@@ -147,6 +147,19 @@ function fakeSor() {
       }
     },
   }
+}
+
+/** A group commit whose receipts are counted by path, as the metric counts them. */
+function countingLog(sor: SystemOfRecord, opts: Omit<GroupCommitOptions, 'sor' | 'onPath'>) {
+  const counted: Record<string, number> = {}
+  const log = createGroupCommitAuditLog({
+    ...opts,
+    sor,
+    onPath: (path, n) => {
+      counted[path] = (counted[path] ?? 0) + n
+    },
+  })
+  return { log, counted }
 }
 
 let n = 0
@@ -297,14 +310,9 @@ t.test(
   async (t) => {
     const f = fakeSor()
     let now = 0
-    const counted: Record<string, number> = {}
-    const log = createGroupCommitAuditLog({
-      sor: f.sor,
+    const { log, counted } = countingLog(f.sor, {
       maxInFlight: 1,
       heads: { nowMs: () => now, backOffMs: 1000 },
-      onPath: (path, n) => {
-        counted[path] = (counted[path] ?? 0) + n
-      },
     })
     await log.append([d()])
     await log.append([d()])
@@ -460,14 +468,9 @@ t.test(
 t.test('a failed statement: counted, retried in a transaction, the tenant backs off', async (t) => {
   const f = fakeSor()
   let now = 0
-  const counted: Record<string, number> = {}
-  const log = createGroupCommitAuditLog({
-    sor: f.sor,
+  const { log, counted } = countingLog(f.sor, {
     maxInFlight: 1,
     heads: { nowMs: () => now, backOffMs: 1000 },
-    onPath: (path, n) => {
-      counted[path] = (counted[path] ?? 0) + n
-    },
   })
   await log.append([d()])
   f.failNext(1)
@@ -504,16 +507,7 @@ t.test(
   'a caller spanning tenants: batches planned while its transaction runs do not chain from its tenants',
   async (t) => {
     const f = fakeSor()
-    const counted: Record<string, number> = {}
-    const log = createGroupCommitAuditLog({
-      sor: f.sor,
-      maxBatch: 2,
-      maxInFlight: 2,
-      heads: { nowMs: () => 0 },
-      onPath: (path, n) => {
-        counted[path] = (counted[path] ?? 0) + n
-      },
-    })
+    const { log, counted } = countingLog(f.sor, { maxBatch: 2, maxInFlight: 2, heads: { nowMs: () => 0 } })
     await Promise.all([log.append([d('ten_a')]), log.append([d('ten_b')])])
     await log.append([d('ten_a')])
     const release = f.hold()
