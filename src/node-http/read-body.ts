@@ -7,8 +7,10 @@ export class BodyAborted extends Error {}
 /**
  * Reads a request body into memory, refusing anything over `limit` bytes (declared or
  * actual). An oversized body is drained, not read, so the socket can still be answered.
+ * `wanted` runs once the declared size is known to fit, before any byte is read: where an
+ * `Expect: 100-continue` is answered, so a body refused on its declared size is never asked for.
  */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limit: number, wanted?: () => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // A request that went away before we got to it neither ends nor fails again.
     if (req.destroyed && !req.complete) {
@@ -20,6 +22,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       reject(new BodyTooLarge())
       return
     }
+    wanted?.()
     const chunks: Buffer[] = []
     let size = 0
     req.on('data', (chunk: Buffer) => {

@@ -123,8 +123,7 @@ export function createCallWrites(deps: CallWritesDeps) {
       call,
     })
     try {
-      deps.continueIfExpected(req, res)
-      request.body = await readBody(req, deps.maxBodyBytes)
+      request.body = await readBody(req, deps.maxBodyBytes, () => deps.continueIfExpected(req, res))
     } catch (err) {
       if (err instanceof BodyTooLarge)
         // Unread, so no request id is known: the JSON-RPC error has `id: null`.

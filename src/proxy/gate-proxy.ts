@@ -429,8 +429,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       const predicted = prediction.evaluation
       if (predicted?.kind === 'decided' && predicted.outcome.decision === 'STEP_UP') {
         try {
-          continueIfExpected(req, res)
-          body = await readBody(req, deps.maxStagedBodyBytes)
+          body = await readBody(req, deps.maxStagedBodyBytes, () => continueIfExpected(req, res))
         } catch (err) {
           if (err instanceof BodyTooLarge) {
             sendJson(

@@ -5,7 +5,7 @@ import { generate } from 'otplib'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { startMcpUpstream } from '../helpers/mcp-server.js'
-import { agentRequest } from '../helpers/proxy.js'
+import { agentRequest, agentRequestExpectingContinue } from '../helpers/proxy.js'
 
 /**
  * Issue 16: MCP tool calls through gate-proxy, with the real SDK on both sides (Client over
@@ -277,7 +277,26 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
       },
       'answered as a JSON-RPC error, not plain JSON',
     )
+    // Refused on its declared size, an Expect: 100-continue body is never asked for; one that
+    // fits is (the same request, a short title).
+    const call = (title: string) =>
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'create_issue', arguments: { repo: 'a/b', title } },
+      })
+    const held = await agentRequestExpectingContinue(
+      bench.port,
+      '/sys_github/mcp',
+      call('x'.repeat(2 * 1024 * 1024)),
+    )
+    t.match(held, { status: 413, continued: false }, 'no 100 Continue for a body refused on its size')
+    t.match(JSON.parse(held.reply), { error: { code: -32009, data: { code: 'payload_too_large' } } })
     t.equal(toolCalls(), before)
+    const small = await agentRequestExpectingContinue(bench.port, '/sys_github/mcp', call('short'))
+    t.equal(small.continued, true, 'a body that fits is asked for')
+    t.equal(toolCalls(), before + 1, 'and forwarded once decided')
     const alive = await client.listTools()
     t.ok(alive.tools.length > 0, 'the proxy still serves the session')
   })
