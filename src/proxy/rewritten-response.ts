@@ -98,12 +98,26 @@ function relayJson(
     } catch {
       return opts.unreadable('the answer is not JSON', false)
     }
-    const rewritten = rewritePayload(payload, rewrite)
-    const out = rewritten === undefined ? body : Buffer.from(JSON.stringify(rewritten))
-    headers['content-length'] = out.length
+    const out = rewrittenText(payload, rewrite)
+    if (out === null) return opts.unreadable('the answer nests too deep to rewrite', false)
+    headers['content-length'] = out === undefined ? body.length : Buffer.byteLength(out)
     res.writeHead(status, headers)
-    res.end(out)
+    res.end(out ?? body)
   })
+}
+
+/**
+ * A payload rewritten and serialised again: undefined when unchanged, null when it nests too
+ * deep for JSON.stringify (a RangeError thrown in a stream's 'end' would end the process).
+ */
+function rewrittenText(payload: unknown, rewrite: MessageRewrite): string | undefined | null {
+  const rewritten = rewritePayload(payload, rewrite)
+  if (rewritten === undefined) return undefined
+  try {
+    return JSON.stringify(rewritten)
+  } catch {
+    return null
+  }
 }
 
 function relayEvents(
@@ -140,8 +154,9 @@ function relayEvents(
     } catch {
       return cutShort('an event of the stream is not JSON')
     }
-    const rewritten = rewritePayload(payload, rewrite)
-    send(rewritten === undefined ? raw : withData(lines, JSON.stringify(rewritten)))
+    const text = rewrittenText(payload, rewrite)
+    if (text === null) return cutShort('an event of the stream nests too deep to rewrite')
+    send(text === undefined ? raw : withData(lines, text))
   })
   // An agent that goes away (perhaps while the stream is paused for it) ends the upstream's too.
   res.once('close', () => {

@@ -208,6 +208,15 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
       ['not JSON', (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":')],
       ['neither JSON nor a stream', (res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<p>')],
       [
+        // JSON.parse reads it; serialising the filtered list again would exhaust the stack.
+        'nested too deep to serialise again',
+        (res) => {
+          const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`
+          const text = JSON.stringify(toolsResult(7)).replace('{"type":"object"}', deep)
+          res.writeHead(200, { 'content-type': 'application/json' }).end(text)
+        },
+      ],
+      [
         'over 16 MiB',
         (res) => {
           res.writeHead(200, { 'content-type': 'application/json' })
