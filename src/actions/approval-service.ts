@@ -5,6 +5,7 @@ import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail, WriteGateError } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
+import { nestedDeeperThan } from '../core/json-depth.js'
 import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
 import { draft, type Receipt } from '../core/receipt.js'
 import { isEnvironment } from '../core/verbs.js'
@@ -141,11 +142,13 @@ const summary = (
   outcomeReceiptId,
 })
 
+/** The upstream's answer as JSON when it is; as its text when not, or when too deep to serialise back. */
 function parseBody(contentType: string | null, body: Buffer): unknown {
   const text = body.toString('utf8')
   if (contentType && /\bjson\b/i.test(contentType)) {
     try {
-      return JSON.parse(text)
+      const value: unknown = JSON.parse(text)
+      return nestedDeeperThan(value) ? text : value
     } catch {
       return text
     }

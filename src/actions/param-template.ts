@@ -55,5 +55,7 @@ export function fillTemplate(template: string, scope: TemplateScope): Filled {
 export function fillText(template: string, scope: TemplateScope): string | null {
   const f = fillTemplate(template, scope)
   if (!f.ok) return null
-  return typeof f.value === 'string' ? f.value : JSON.stringify(f.value)
+  if (typeof f.value === 'string') return f.value
+  // A receipt's target is text or null, never absent: what JSON cannot hold has no target.
+  return JSON.stringify(f.value) ?? null
 }

@@ -1,3 +1,4 @@
+import { nestedDeeperThan } from '../core/json-depth.js'
 import type { PendingAction } from '../store/ports/index.js'
 import { HTTP_REPLAY_TOOL } from './staged-request.js'
 
@@ -34,7 +35,9 @@ export function readableRequest(a: PendingAction): ReadableRequest | null {
   }
   if (contentType && /\bjson\b/i.test(contentType)) {
     try {
-      return { ...base, bodyEncoding: 'json', body: JSON.parse(text) }
+      const body: unknown = JSON.parse(text)
+      // Nested too deep to serialise back (the agent's body is not checked on the way in): text.
+      if (!nestedDeeperThan(body)) return { ...base, bodyEncoding: 'json', body }
     } catch {}
   }
   return { ...base, bodyEncoding: 'text', body: text }

@@ -69,24 +69,31 @@ export interface ChainHead {
 
 export const EMPTY_HEAD: ChainHead = { seq: 0, hash: GENESIS_HASH }
 
-/** Fills in the optional fields of a draft with nulls, so every receipt has the full shape. */
+const NULLABLE = [
+  'decision',
+  'verb',
+  'requestedVerb',
+  'target',
+  'environment',
+  'principalId',
+  'principalName',
+  'keyId',
+  'reason',
+  'policyVersion',
+] as const
+
+/**
+ * Fills in the optional fields of a draft with nulls, so every receipt has the full shape: a
+ * field given as `undefined` is null too (canonical JSON would drop it, and a receipt without
+ * it could be stored, hashed, and never served again).
+ */
 export function draft(
   fields: Pick<ReceiptDraft, 'receiptId' | 'tenantId' | 'kind' | 'createdAt'> & Partial<ReceiptDraft>,
 ): ReceiptDraft {
-  return {
-    decision: null,
-    verb: null,
-    requestedVerb: null,
-    target: null,
-    environment: null,
-    principalId: null,
-    principalName: null,
-    keyId: null,
-    reason: null,
-    policyVersion: null,
-    detail: {},
-    ...fields,
-  }
+  const d = { ...fields } as ReceiptDraft
+  for (const k of NULLABLE) if (d[k] === undefined) (d as unknown as Record<string, null>)[k] = null
+  if (d.detail === undefined) d.detail = {}
+  return d
 }
 
 /** Joins drafts onto a chain head, in order. Pure: the caller owns locking the head. */

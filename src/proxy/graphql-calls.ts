@@ -9,6 +9,7 @@ import {
 } from 'graphql'
 import { fillText } from '../actions/param-template.js'
 import type { GraphqlBinding } from '../core/enrolled-system.js'
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 
 /** One root mutation field a GraphQL request would execute: what the gate decides. */
@@ -25,6 +26,8 @@ export type GraphqlRequest =
 
 const MAX_DOCUMENTS = 32
 const MAX_FRAGMENT_DEPTH = 32
+// Variables are templated into targets: past this, reading them could exhaust the stack.
+const TOO_DEEP = `the request nests deeper than ${MAX_JSON_DEPTH} levels`
 
 interface Operation {
   query: string
@@ -49,6 +52,7 @@ function operationsOf(
       } catch {
         return 'variables is not JSON'
       }
+      if (nestedDeeperThan(variables)) return TOO_DEEP
     }
     return [{ query, variables: isObject(variables) ? variables : {} }]
   }
@@ -60,6 +64,7 @@ function operationsOf(
   } catch {
     return 'the body is not JSON'
   }
+  if (nestedDeeperThan(json)) return TOO_DEEP
   const entries = Array.isArray(json) ? json : [json]
   if (entries.length === 0 || entries.length > MAX_DOCUMENTS)
     return `a batch holds 1 to ${MAX_DOCUMENTS} operations`
@@ -87,37 +92,53 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * Fields reached through fragments (named or inline) are root fields too; aliases are read
  * through to the field; `__typename` is not a write.
  */
-function rootMutations(doc: DocumentNode, variables: Record<string, unknown>): GraphqlCall[] | string {
+function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): GraphqlCall[] | string {
   const fragments = new Map<string, FragmentDefinitionNode>()
   for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d)
   const calls: GraphqlCall[] = []
-  const walk = (set: SelectionSetNode, depth: number): string | null => {
+  const walk = (set: SelectionSetNode, depth: number, variables: Record<string, unknown>): string | null => {
     if (depth > MAX_FRAGMENT_DEPTH) return 'fragments nest too deep'
     for (const sel of set.selections) {
       if (sel.kind === Kind.FIELD) {
         if (sel.name.value.startsWith('__')) continue
-        const args: Record<string, unknown> = {}
+        // No prototype: an argument named `__proto__` is an argument like any other.
+        const args: Record<string, unknown> = Object.create(null)
         for (const a of sel.arguments ?? []) args[a.name.value] = valueFromASTUntyped(a.value, variables)
         calls.push({ field: sel.name.value, args })
       } else if (sel.kind === Kind.INLINE_FRAGMENT) {
-        const problem = walk(sel.selectionSet, depth + 1)
+        const problem = walk(sel.selectionSet, depth + 1, variables)
         if (problem) return problem
       } else {
         const f = fragments.get(sel.name.value)
         if (!f) return `fragment ${sel.name.value} is not defined`
-        const problem = walk(f.selectionSet, depth + 1)
+        const problem = walk(f.selectionSet, depth + 1, variables)
         if (problem) return problem
       }
     }
     return null
   }
   for (const d of doc.definitions) {
-    if (d.kind !== Kind.OPERATION_DEFINITION || (d as OperationDefinitionNode).operation !== 'mutation')
-      continue
-    const problem = walk(d.selectionSet, 0)
+    if (d.kind !== Kind.OPERATION_DEFINITION || d.operation !== 'mutation') continue
+    const problem = walk(d.selectionSet, 0, variablesOf(d, sent))
     if (problem) return problem
   }
   return calls
+}
+
+/**
+ * The values a server gives an operation's variables: the one sent, when the request's
+ * `variables` has it as its own (never `constructor` or `toString` from a prototype), else the
+ * definition's default. A variable the operation does not define has no value (a server refuses
+ * the document).
+ */
+function variablesOf(op: OperationDefinitionNode, sent: Record<string, unknown>): Record<string, unknown> {
+  const values: Record<string, unknown> = Object.create(null)
+  for (const d of op.variableDefinitions ?? []) {
+    const name = d.variable.name.value
+    if (Object.hasOwn(sent, name)) values[name] = sent[name]
+    else if (d.defaultValue) values[name] = valueFromASTUntyped(d.defaultValue)
+  }
+  return values
 }
 
 /**

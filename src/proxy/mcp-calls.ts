@@ -1,5 +1,6 @@
 import { fillText } from '../actions/param-template.js'
 import type { McpBinding } from '../core/enrolled-system.js'
+import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 
 /** One `tools/call` an MCP request would make: what the gate decides. */
@@ -48,6 +49,9 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   } catch {
     return { ok: false, problem: 'the body is not JSON' }
   }
+  // Arguments are templated into targets and staged: past this, reading them could exhaust the stack.
+  if (nestedDeeperThan(json))
+    return { ok: false, problem: `the message nests deeper than ${MAX_JSON_DEPTH} levels` }
   const batch = Array.isArray(json)
   const messages = batch ? (json as unknown[]) : [json]
   if (messages.length === 0 || messages.length > MAX_BATCH)

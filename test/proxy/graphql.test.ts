@@ -2,6 +2,7 @@ import { buildSchema } from 'graphql'
 import { createHandler } from 'graphql-http'
 import { generate } from 'otplib'
 import t from 'tap'
+import type { ManualClock } from '../../src/core/clock.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest } from '../helpers/proxy.js'
 
@@ -112,6 +113,48 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         target: 'R_1',
         detail: { via: 'graphql', systemId: 'sys_github', graphql: { field: 'createIssue' } },
       })
+    },
+  )
+
+  t.test(
+    "variables: a default fills one not sent, only the request's own count; the receipt names what ran",
+    async (t) => {
+      const create = (variable: string, value: string) =>
+        `mutation($${variable}: ID = "${value}") { createIssue(input: {repositoryId: $${variable}, title: "x"}) { id } }`
+      const cases: [string, unknown, string][] = [
+        ['a default, no variables sent', { query: create('repo', 'R_default') }, 'R_default'],
+        // Read through a prototype, these gave Object's functions: a receipt with no target.
+        ['a default named constructor', { query: create('constructor', 'R_ctor'), variables: {} }, 'R_ctor'],
+        [
+          'one named toString, sent',
+          { query: create('toString', 'R_x'), variables: { toString: 'R_sent' } },
+          'R_sent',
+        ],
+      ]
+      for (const [name, payload, repo] of cases) {
+        const r = await post(payload)
+        t.same(r.json(), { data: { createIssue: { id: 'I_1' } } }, name)
+        t.equal(executed.at(-1), `createIssue:${repo}`, `${name}: what the server ran`)
+        t.match(
+          (await receipts()).at(-1),
+          { decision: 'ALLOW', target: repo },
+          `${name}: what the receipt says`,
+        )
+      }
+      const step = await post({ query: 'mutation($id: ID = "I_default") { closeIssue(id: $id) }' })
+      t.equal(step.json().errors[0].extensions.decision, 'STEP_UP')
+      t.match(
+        (await receipts()).at(-1),
+        { decision: 'STEP_UP', target: 'I_default' },
+        'staged under its default',
+      )
+      const listed = await bench.api.get('/v1/receipts?limit=1000', { bearer: bench.tenant.apiKey })
+      t.equal(listed.status, 200, 'every receipt can be served')
+      t.ok(
+        listed.body.receipts.every(
+          (r: { target?: unknown }) => r.target === null || typeof r.target === 'string',
+        ),
+      )
     },
   )
 
@@ -254,6 +297,33 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
       [sent?.url, sent?.body.toString(), sent?.headers.authorization],
       ['/graphql', payload, 'Bearer up-secret'],
     )
+  })
+
+  t.test('an approved write whose answer nests too deep is reported with the answer as text', async (t) => {
+    const r = await post({ query: 'mutation { closeIssue(id: "I_deep") }' })
+    const { actionId } = r.json().errors[0].extensions
+    const normal = bench.upstream.behaviour
+    t.teardown(() => {
+      bench.upstream.behaviour = normal
+    })
+    const deep = `{"data":{"closeIssue":${'['.repeat(10_000)}${']'.repeat(10_000)}}}`
+    bench.upstream.behaviour = async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(deep)
+    }
+    // The previous approval spent this window's code.
+    ;(bench.cp.clock as ManualClock).advance(30_000)
+    const code = await generate({
+      secret: bench.tenant.totp.secret,
+      epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
+    })
+    const approved = await bench.api.post(
+      `/v1/agent/actions/${actionId}/approve`,
+      { totpCode: code },
+      { bearer: bench.tenant.apiKey },
+    )
+    // Parsed, it could not be serialised back: the write was made, and the approver must hear so.
+    t.same([approved.status, approved.body.type], [200, 'executed'])
+    t.equal(approved.body.result.body, deep)
   })
 
   t.test('a STEP_UP field among other writes cannot be staged alone: refused, nothing staged', async (t) => {

@@ -229,6 +229,11 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
         JSON.stringify({ jsonrpc: '2.0', method: 'tools/call', params: { name: 'delete_repository' } }),
       ],
       ['an empty batch', '[]'],
+      [
+        // Read whole, its arguments would exhaust the stack where the target is filled in.
+        'arguments nested 10,000 deep',
+        `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","arguments":{"repo":${'['.repeat(10_000)}${']'.repeat(10_000)}}}}`,
+      ],
     ]
     for (const [name, body] of bodies) {
       const r = await agentRequest(bench.port, {

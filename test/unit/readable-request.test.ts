@@ -39,3 +39,10 @@ t.test('a staged body is shown as JSON, text, or not at all when binary', async 
     'tool calls: params',
   )
 })
+
+t.test('a JSON body nested too deep to serialise back is shown as its text', async (t) => {
+  const deep = `{"a":${'['.repeat(10_000)}${']'.repeat(10_000)}}`
+  const r = readableRequest(staged('application/json', Buffer.from(deep)))
+  t.match(r, { bodyEncoding: 'text', body: deep })
+  t.doesNotThrow(() => JSON.stringify(r))
+})

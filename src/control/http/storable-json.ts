@@ -1,11 +1,11 @@
+import { MAX_JSON_DEPTH } from '../../core/json-depth.js'
+
 /**
  * What JSON may hold yet the system of record cannot: Postgres text refuses NUL, jsonb
  * refuses unpaired surrogates, canonical JSON has no non-finite numbers (`1e400` parses
  * to Infinity), and deep nesting exhausts recursion. Refused at the edge with a 400, so
  * none of them can reach storage as a 500.
  */
-export const MAX_JSON_DEPTH = 64
-
 export function unstorableJson(value: unknown): string | null {
   const stack: [unknown, number][] = [[value, 0]]
   while (stack.length > 0) {
