@@ -34,10 +34,19 @@ const pathPattern = z
   })
 
 /**
+ * A pattern the proxy matches paths against. Two placeholders in one segment (`{a}-{b}`) would
+ * be ambiguous, and the regular expression they compile to backtracks polynomially in the
+ * segment's length: an agent's crafted path could hold the event loop for seconds.
+ */
+const matchedPattern = pathPattern.refine((p) => p.split('/').every((seg) => seg.split('{').length <= 2), {
+  message: 'a path pattern may hold at most one {placeholder} per segment',
+})
+
+/**
  * A route's pattern is matched against paths the proxy has already vetted: it never forwards
  * a `;`, so a route holding one could never match, and `*` means "the rest" only at the end.
  */
-const routePattern = pathPattern
+const routePattern = matchedPattern
   .refine((p) => !p.includes(';'), {
     message: 'a route path may not contain ; (the proxy refuses such paths)',
   })
@@ -147,7 +156,7 @@ const graphqlMutationRoute = z
 
 export const mcpBindingSchema = z
   .object({
-    endpoint: pathPattern.default('/mcp'),
+    endpoint: matchedPattern.default('/mcp'),
     tools: z.array(mcpToolRoute).max(SYSTEM_LIMITS.routesPerSystem).default([]),
     /** Leave out of tools/list answers the tools whose verb the agent's policy denies, and unmapped ones. */
     filterToolsList: z.boolean().default(false),
@@ -156,7 +165,7 @@ export const mcpBindingSchema = z
 
 export const graphqlBindingSchema = z
   .object({
-    endpoint: pathPattern.default('/graphql'),
+    endpoint: matchedPattern.default('/graphql'),
     mutations: z.array(graphqlMutationRoute).max(SYSTEM_LIMITS.routesPerSystem).default([]),
   })
   .strict()

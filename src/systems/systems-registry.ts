@@ -1,9 +1,10 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import type { ErrorObject, ValidateFunction } from 'ajv'
 import type { SystemRecord, SystemTool } from '../core/enrolled-system.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { RouteMatch } from '../core/route-matcher.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
+import { createParamsAjv } from './params-schema.js'
 
 export interface ParamIssue {
   path: string
@@ -44,7 +45,7 @@ function issuesOf(errors: ErrorObject[] | null | undefined): ParamIssue[] {
 const VALIDATORS_KEPT = 1024
 
 export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): SystemsRegistry {
-  const ajv = new Ajv({ allErrors: true, strict: false })
+  const ajv = createParamsAjv()
   const validators = new Map<string, ValidateFunction | Error>()
 
   async function snapshot(tenantId: string): Promise<CompiledSnapshot> {
@@ -106,7 +107,7 @@ export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): Syste
 /** Whether ajv can compile a tool's params schema: enrolment refuses one it cannot (400, naming the tool). */
 export function paramsSchemaProblem(schema: Record<string, unknown>): string | null {
   try {
-    new Ajv({ allErrors: true, strict: false }).compile(schema)
+    createParamsAjv().compile(schema)
     return null
   } catch (err) {
     return (err as Error).message.split('\n')[0] ?? 'invalid JSON Schema'

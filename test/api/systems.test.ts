@@ -184,6 +184,29 @@ for (const kind of API_BACKENDS) {
           'invalid_request',
           /tools\.0\.params: not a valid JSON Schema/,
         ],
+        [
+          // Patterns run on RE2 (linear time), which has no lookaround or backreferences.
+          billing({
+            tools: [
+              {
+                name: 'bad',
+                verb: 'verify',
+                method: 'POST',
+                pathTemplate: '/x',
+                params: { type: 'object', properties: { a: { type: 'string', pattern: '^(?=a)a' } } },
+              },
+            ],
+          }),
+          400,
+          'invalid_request',
+          /tools\.0\.params: not a valid JSON Schema: .*unsupported Perl syntax/,
+        ],
+        [
+          billing({ routes: [{ method: 'POST', path: '/v1/{a}-{b}', verb: 'verify' }] }),
+          400,
+          'invalid_request',
+          /routes\.0\.path: a path pattern may hold at most one \{placeholder\} per segment/,
+        ],
       ]
       for (const [body, status, code, error] of cases) {
         const r = await api.post('/v1/systems', body, { bearer: o.apiKey })
@@ -192,6 +215,24 @@ for (const kind of API_BACKENDS) {
       }
       t.same((await api.get('/v1/systems', { bearer: o.apiKey })).body.systems, [], 'nothing was enrolled')
       t.same(await receipts(o.tenantId, 'SYSTEM_CREATE'), [])
+    })
+
+    t.test("a tool's params pattern cannot hold the event loop, whatever the agent sends", async (t) => {
+      const o = await api.newTenant()
+      const tool = {
+        name: 'tag',
+        verb: 'verify',
+        method: 'POST',
+        pathTemplate: '/v1/tags',
+        params: { type: 'object', properties: { a: { type: 'string', pattern: '(a+)+$' } } },
+      }
+      t.equal((await api.post('/v1/systems', billing({ tools: [tool] }), { bearer: o.apiKey })).status, 201)
+      // On V8's backtracking engine this string alone took longer than the test's timeout.
+      const check = (a: string) =>
+        api.post('/v1/check', { verb: 'verify', tool: { name: 'tag', params: { a } } }, { bearer: o.apiKey })
+      const refused = await check(`${'a'.repeat(50_000)}!`)
+      t.same([refused.status, refused.body.code], [400, 'invalid_params'])
+      t.equal((await check('aaa')).body.decision, 'ALLOW')
     })
 
     t.test(

@@ -57,6 +57,11 @@ t.test('bad systems files stop start-up with one line', async (t) => {
       'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/a*/b", verb: v}]}]',
       /: system sys_a: routes\.0\.path: a route path may use \* only as its last character/,
     ],
+    [
+      // Compiled, `{a}-{b}-{c}` backtracks cubically in the segment's length.
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v1/{a}-{b}", verb: v}]}]',
+      /: system sys_a: routes\.0\.path: a path pattern may hold at most one \{placeholder\} per segment/,
+    ],
     ['systems: [{systemId: sys_a, upstream: "https://x.io", extra: 1}]', /: system sys_a: /],
     // Issue 14: each stops start-up naming the file, the system and the field.
     [
