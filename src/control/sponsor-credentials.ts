@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
-import type { Authenticator } from '../identity/authenticator.js'
+import { type Authenticator, bearerOf } from '../identity/authenticator.js'
 import type { IssuanceService } from '../identity/issuance-service.js'
 import { requireSponsor, sponsorCaller } from './http/auth.js'
 
@@ -24,7 +24,8 @@ export function sponsorCredentialRoutes(deps: {
       async (req, reply) => {
         const { tenantId } = sponsorCaller(req)
         reply.header('Cache-Control', 'no-store')
-        return { tenantId, sponsorToken: await deps.issuance.rotateSponsorToken(tenantId) }
+        const presented = bearerOf(req.headers.authorization) as string
+        return { tenantId, sponsorToken: await deps.issuance.rotateSponsorToken(tenantId, presented) }
       },
     )
 

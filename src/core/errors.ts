@@ -94,6 +94,12 @@ export const ERRORS = {
     'email owns no tenant',
     'POST /v1/keys with Authorization names an email that owns no tenant: a credential proves membership of a tenant, not the right to create another. Send no Authorization to create a tenant; use an invite code to add a member.',
   ),
+  credentialChanged: def(
+    'credential_changed',
+    409,
+    'another request replaced this credential first',
+    'POST /v1/sponsor/rotate or /v1/sponsor/totp raced another with the same sponsor token, and the other came first: this one changed nothing and returns no credential (the other answer holds the live one). A rotation that lost leaves the token it was sent with dead.',
+  ),
   invalidInvite: def(
     'invalid_invite',
     400,

@@ -46,13 +46,19 @@ export interface IssuedKey {
 export interface IssuanceService {
   issueKey(input: IssueKeyInput): Promise<IssuedKey>
   createInvite(caller: KeyCaller): Promise<{ inviteCode: string; tenantId: string; expiresAt: number }>
-  /** Re-enrols the tenant authenticator (POST /v1/sponsor/totp); the old secret and backup codes stop working. */
+  /**
+   * Re-enrols the tenant authenticator (POST /v1/sponsor/totp); the old secret and backup codes
+   * stop working. Of two racing re-enrolments the later fails (409 `credential_changed`).
+   */
   enrolTotp(
     tenantId: string,
     label: string,
   ): Promise<{ secret: string; otpauthUrl: string; backupCodes: string[] }>
-  /** Replaces the sponsor token (POST /v1/sponsor/rotate); the old one stops working at once. */
-  rotateSponsorToken(tenantId: string): Promise<string>
+  /**
+   * Replaces the sponsor token `presented` (POST /v1/sponsor/rotate); it stops working at once.
+   * Of two racing rotations of one token the later fails (409 `credential_changed`).
+   */
+  rotateSponsorToken(tenantId: string, presented: string): Promise<string>
 }
 
 export interface IssuanceDeps {
@@ -124,13 +130,16 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     stores: Stores,
     tenantId: string,
     e: Awaited<ReturnType<typeof enrolmentFor>>,
+    replaces: string | null,
   ) {
-    await stores.totp.enrol(
+    const stored = await stores.totp.enrol(
       tenantId,
       sealSecret(keyring, e.enrolment.secret, `totp:${tenantId}`),
       nowSeconds(clock),
       e.hashed,
+      replaces,
     )
+    if (!stored) fail(ERRORS.credentialChanged)
   }
 
   async function attachPrincipal(
@@ -203,7 +212,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
           })
           // Two first requests for one email race here; the loser needs proof like any later request.
           if (!(await stores.tenants.claimEmail(email, tenantId, at))) fail(ERRORS.proofRequired)
-          if (enrol) await storeEnrolment(stores, tenantId, enrol)
+          if (enrol) await storeEnrolment(stores, tenantId, enrol, null)
         } else {
           tenantId = target.tenantId
           await stores.tenants.claimEmail(email, tenantId, at)
@@ -290,9 +299,11 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     },
 
     async enrolTotp(tenantId, label) {
+      // Read before the new one is made: what this request replaces, if nothing replaced it first.
+      const current = await sor.stores.totp.secret(tenantId)
       const e = await enrolmentFor(label)
       await sor.transaction(async (stores) => {
-        await storeEnrolment(stores, tenantId, e)
+        await storeEnrolment(stores, tenantId, e, current?.secretEnc ?? null)
         await audit.appendWith(stores, [
           credentialReceipt({
             tenantId,
@@ -307,10 +318,11 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       return { secret: e.enrolment.secret, otpauthUrl: e.enrolment.otpauthUrl, backupCodes: e.backupCodes }
     },
 
-    async rotateSponsorToken(tenantId) {
+    async rotateSponsorToken(tenantId, presented) {
       const token = newSponsorToken()
       await sor.transaction(async (stores) => {
-        await stores.tenants.setSponsorHash(tenantId, hashSecret(token))
+        if (!(await stores.tenants.replaceSponsorHash(tenantId, hashSecret(presented), hashSecret(token))))
+          fail(ERRORS.credentialChanged)
         await audit.appendWith(stores, [
           credentialReceipt({
             tenantId,

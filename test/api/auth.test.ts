@@ -95,6 +95,32 @@ for (const kind of API_BACKENDS) {
       t.equal((await api.post('/v1/sponsor/rotate', undefined, { bearer: r.body.sponsorToken })).status, 200)
     })
 
+    t.test(
+      'racing rotations of one token: one new token, the rest refused, none dead on arrival',
+      async (t) => {
+        const x = await api.newTenant()
+        const answers = await Promise.all(
+          Array.from({ length: 4 }, () =>
+            api.post('/v1/sponsor/rotate', undefined, { bearer: x.sponsorToken }),
+          ),
+        )
+        const won = answers.filter((r) => r.status === 200)
+        t.equal(won.length, 1, 'exactly one rotation replaced the token')
+        // Refused in the transaction (409), or at the door once the winner had committed (401).
+        for (const r of answers.filter((a) => a.status !== 200))
+          t.ok(
+            (r.status === 409 && r.body.code === 'credential_changed') ||
+              (r.status === 401 && r.body.code === 'sponsor_token_required'),
+            `${r.status} ${r.body.code}`,
+          )
+        t.equal(
+          (await api.get('/v1/revoked', { bearer: won[0]?.body.sponsorToken })).status,
+          200,
+          'the one handed out works',
+        )
+      },
+    )
+
     t.test('TOTP re-enrolment returns a new secret and backup codes', async (t) => {
       const x = await api.newTenant()
       const r = await api.post('/v1/sponsor/totp', undefined, { bearer: x.sponsorToken })

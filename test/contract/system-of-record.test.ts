@@ -41,8 +41,16 @@ for (const kind of ALL_BACKENDS) {
       t.equal(await s.tenants.bumpVersion(a), 1)
       t.equal(await s.tenants.bumpVersion(a), 2)
       t.equal((await s.tenants.findBySponsorHash(`h-${a}`))?.tenant.id, a)
-      await s.tenants.setSponsorHash(a, 'h2')
+      t.equal(await s.tenants.replaceSponsorHash(a, 'not-it', 'h2'), false, 'only from the current hash')
+      t.equal((await s.tenants.findBySponsorHash(`h-${a}`))?.tenant.id, a)
+      t.equal(await s.tenants.replaceSponsorHash(a, `h-${a}`, 'h2'), true)
+      t.equal(
+        await s.tenants.replaceSponsorHash(a, `h-${a}`, 'h3'),
+        false,
+        'a second rotation from the old hash',
+      )
       t.equal(await s.tenants.findBySponsorHash(`h-${a}`), null)
+      t.equal((await s.tenants.findBySponsorHash('h2'))?.tenant.id, a)
     })
 
     t.test('principals: live names unique case-insensitively, tombstones free them', async (t) => {
@@ -113,10 +121,12 @@ for (const kind of ALL_BACKENDS) {
 
     t.test('totp: replayed or older steps are refused; backup codes are single-use', async (t) => {
       const a = await tenant()
-      await s.totp.enrol(a, 'sealed', 1, [
+      const codes = [
         { index: 0, salt: 's', hash: 'h' },
         { index: 1, salt: 's', hash: 'h' },
-      ])
+      ]
+      t.equal(await s.totp.enrol(a, 'sealed', 1, codes, null), true)
+      t.equal(await s.totp.enrol(a, 'other', 1, codes, null), false, 'a first enrolment is made once')
       t.same(await s.totp.secret(a), { secretEnc: 'sealed', lastUsedStep: null })
       t.equal(await s.totp.acceptStep(a, 100), true)
       t.equal(await s.totp.acceptStep(a, 100), false, 'the same step twice')
@@ -129,8 +139,19 @@ for (const kind of ALL_BACKENDS) {
         (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
         [0],
       )
-      await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }])
+      t.equal(await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }], 'sealed'), true)
       t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null }, 're-enrolment resets')
+      t.equal(
+        await s.totp.enrol(a, 'sealed3', 3, [{ index: 5, salt: 's', hash: 'h3' }], 'sealed'),
+        false,
+        'a re-enrolment of what another already replaced changes nothing',
+      )
+      t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null })
+      t.same(
+        (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
+        [0],
+        "the other's backup codes stand",
+      )
     })
 
     t.test('receipts: gap-free seq per tenant, chained, idempotent by receiptId', async (t) => {

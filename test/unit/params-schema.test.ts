@@ -15,7 +15,10 @@ t.test('patterns run in linear time: a catastrophic one answers at once', async 
 t.test('what RE2 cannot run is refused at enrolment, naming why', async (t) => {
   t.match(paramsSchemaProblem(stringWith('(?=a)a')), /unsupported Perl syntax/)
   t.match(paramsSchemaProblem(stringWith('(a)\\1')), /invalid escape sequence/)
-  t.match(paramsSchemaProblem({ type: 'object', patternProperties: { '(?<!x)y': { type: 'number' } } }), /error parsing regexp/)
+  t.match(
+    paramsSchemaProblem({ type: 'object', patternProperties: { '(?<!x)y': { type: 'number' } } }),
+    /error parsing regexp/,
+  )
   t.equal(paramsSchemaProblem(stringWith('^[a-z]{2,5}$')), null)
 })
 

@@ -4,7 +4,8 @@ export interface TenantStore {
   create(t: { id: string; name: string; createdAt: number; sponsorHash: string }): Promise<void>
   get(id: string): Promise<Tenant | null>
   findBySponsorHash(hash: string): Promise<{ tenant: Tenant; sponsorHash: string } | null>
-  setSponsorHash(tenantId: string, hash: string): Promise<void>
+  /** Replaces the sponsor token's hash only while it is still `from`; false when another rotation came first. */
+  replaceSponsorHash(tenantId: string, from: string, to: string): Promise<boolean>
   /** Records the email as the owner of a tenant; false when the email already owns one. */
   claimEmail(email: string, tenantId: string, at: number): Promise<boolean>
   tenantOfEmail(email: string): Promise<string | null>
@@ -93,13 +94,17 @@ export interface BackupCodeRecord {
 }
 
 export interface TotpStore {
-  /** Sets (or replaces) the tenant's authenticator and its backup codes. */
+  /**
+   * Sets the tenant's authenticator and its backup codes, only while the current one is
+   * `replaces` (null: none yet): false, with nothing changed, when another enrolment came first.
+   */
   enrol(
     tenantId: string,
     secretEnc: string,
     at: number,
     codes: Omit<BackupCodeRecord, 'usedAt'>[],
-  ): Promise<void>
+    replaces: string | null,
+  ): Promise<boolean>
   secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
   /** RFC 6238 replay rule: succeeds only when `step` is above every step accepted before. */
   acceptStep(tenantId: string, step: number): Promise<boolean>

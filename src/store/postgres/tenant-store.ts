@@ -31,8 +31,12 @@ export function createTenantStore(sql: SqlHandle): TenantStore {
         select id, name, created_at, version, sponsor_hash from tenants where sponsor_hash = ${hash}`
       return r ? { tenant: toTenant(r), sponsorHash: r.sponsor_hash } : null
     },
-    async setSponsorHash(tenantId, hash) {
-      await sql`update tenants set sponsor_hash = ${hash} where id = ${tenantId}`
+    async replaceSponsorHash(tenantId, from, to) {
+      // Under READ COMMITTED a second rotation waits for the first's row lock, then finds the
+      // hash moved on: exactly one of two racing rotations replaces it.
+      const rows = await sql`update tenants set sponsor_hash = ${to}
+                             where id = ${tenantId} and sponsor_hash = ${from} returning id`
+      return rows.length === 1
     },
     async claimEmail(email, tenantId, at) {
       const rows = await sql`insert into tenant_emails (email, tenant_id, created_at)

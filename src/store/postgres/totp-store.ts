@@ -3,16 +3,23 @@ import { numOrNull, type SqlHandle } from './sql-handle.js'
 
 export function createTotpStore(sql: SqlHandle): TotpStore {
   return {
-    async enrol(tenantId, secretEnc, at, codes) {
-      await sql`insert into tenant_totp (tenant_id, secret_enc, created_at)
-                values (${tenantId}, ${secretEnc}, ${at})
-                on conflict (tenant_id) do update
-                  set secret_enc = excluded.secret_enc, created_at = excluded.created_at, last_used_step = null`
+    async enrol(tenantId, secretEnc, at, codes, replaces) {
+      // Conditional on the enrolment the caller replaces: of two racing re-enrolments one wins,
+      // and the other hands out no secret that would never work.
+      const rows =
+        replaces === null
+          ? await sql`insert into tenant_totp (tenant_id, secret_enc, created_at)
+                      values (${tenantId}, ${secretEnc}, ${at})
+                      on conflict (tenant_id) do nothing returning tenant_id`
+          : await sql`update tenant_totp set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null
+                      where tenant_id = ${tenantId} and secret_enc = ${replaces} returning tenant_id`
+      if (rows.length !== 1) return false
       await sql`delete from backup_codes where tenant_id = ${tenantId}`
       for (const c of codes) {
         await sql`insert into backup_codes (tenant_id, code_index, salt, hash)
                   values (${tenantId}, ${c.index}, ${c.salt}, ${c.hash})`
       }
+      return true
     },
     async secret(tenantId) {
       const [r] = await sql<{ secret_enc: string; last_used_step: number | null }[]>`
