@@ -358,8 +358,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       const r = await api.readiness()
       return sendJson(res, r.ready ? 200 : 503, { ...r })
     }
-    const target = parseTarget(req)
-    if (!target.ok) return sendRefusal(res, target.def, target.error)
+    const target = parseTarget(req, intercepted)
+    if (!target.ok) {
+      if (target.def === ERRORS.misdirectedRequest) deps.metrics.tlsRefused('host_mismatch')
+      return sendRefusal(res, target.def, target.error)
+    }
     const tenant = deps.identity.current()
     // Until the key resolves, which systems exist cannot be told: every request fails closed.
     if (!tenant) return failClosed(res, 'no_identity')
@@ -531,6 +534,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
    * ungated pass-through list.
    */
   function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    // A tunnel inside an intercepted one would leave the host its certificate was minted for.
+    if (deps.interception?.authorityOf(socket) !== undefined) {
+      deps.metrics.tlsRefused('host_mismatch')
+      const { status, body } = refusalAnswer(ERRORS.tunnelRefused, {}, 'no tunnel inside an intercepted one')
+      endAndClose(socket, rawJsonAnswer(status, body))
+      return
+    }
     tunnels.add(socket)
     socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()

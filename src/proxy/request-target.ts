@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { unsafePathProblem } from '../systems/safe-path.js'
 import { carriesMethodOverride } from './method-override.js'
+import { sameAuthority } from './same-authority.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'
 
@@ -29,8 +30,15 @@ function hostPort(host: string): { hostname: string; port: number | null } {
  * - transparent mode: origin-form, the upstream named by the Host header (iptables redirection).
  * Paths an upstream could read as another path are refused here, before anything is looked
  * up: the origin always comes from an enrolled system, never from the request.
+ *
+ * Inside an intercepted tunnel (`tunnel`: the authority it was opened for, which the Host was
+ * checked against) every path is the upstream's, `/sys_x/…` included, and an absolute URI may
+ * name only the tunnel's authority: a request cannot leave the host its certificate was minted for.
  */
-export function parseTarget(req: IncomingMessage): ParsedTarget | RefusedTarget {
+export function parseTarget(
+  req: IncomingMessage,
+  tunnel?: { host: string; port: number | null },
+): ParsedTarget | RefusedTarget {
   const raw = req.url ?? '/'
   let parsed: ParsedTarget
   if (/^https?:\/\//i.test(raw)) {
@@ -42,6 +50,8 @@ export function parseTarget(req: IncomingMessage): ParsedTarget | RefusedTarget 
     }
     if (url.username || url.password)
       return refused(ERRORS.invalidRequest, 'credentials in the request target are not allowed')
+    if (tunnel !== undefined && (url.protocol !== 'https:' || !sameAuthority(url.host, tunnel)))
+      return refused(ERRORS.misdirectedRequest, 'the request target names another host than the tunnel')
     // The raw path as sent (not URL-normalised), so what is checked is what the agent sent.
     const authorityStart = raw.indexOf('//') + 2
     const slash = raw.indexOf('/', authorityStart)
@@ -57,7 +67,7 @@ export function parseTarget(req: IncomingMessage): ParsedTarget | RefusedTarget 
       path,
     }
   } else {
-    const m = /^\/(sys_[A-Za-z0-9_-]+)(\/.*|\?.*)?$/.exec(raw)
+    const m = tunnel === undefined ? /^\/(sys_[A-Za-z0-9_-]+)(\/.*|\?.*)?$/.exec(raw) : null
     if (m) {
       let path = m[2] ?? '/'
       if (path.startsWith('?')) path = `/${path}`

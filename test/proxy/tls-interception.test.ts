@@ -295,6 +295,61 @@ except urllib.error.HTTPError as e:
   )
 
   t.test(
+    "inside a tunnel a request cannot reach another system: every path is the tunnel host's",
+    async (t) => {
+      // One tunnel per request, opened for the trusted upstream; what comes back is its first line and body.
+      const script = `
+      const http = require('node:http'), tls = require('node:tls')
+      const [proxyPort, port, request] = process.argv.slice(1)
+      http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port }).on('connect', (res, socket) => {
+        const s = tls.connect({ socket, servername: 'localhost' }, () => s.write(request.replaceAll('|', '\\r\\n')))
+        let text = ''
+        s.on('data', (d) => (text += d))
+        s.on('end', () => { const [head, body] = text.split('\\r\\n\\r\\n'); console.log(head.split('\\r\\n')[0] + ' ' + body); process.exit(0) })
+        s.on('error', (e) => { console.log('error ' + e.message); process.exit(0) })
+      }).end()`
+      const inTunnel = async (request: string) =>
+        (
+          await run(process.execPath, ['-e', script, String(bench.port), String(upstream.port), request], {
+            NODE_EXTRA_CA_CERTS: caFile,
+          })
+        ).stdout.trim()
+      const host = `Host: localhost:${upstream.port}|connection: close|content-length: 2||{}`
+      const before = [upstream.received.length, untrusted.received.length]
+      // Reverse mode's `/<systemId>/…` is the upstream's own path here: no route of sys_billing.
+      t.match(
+        await inTunnel(`POST /sys_untrusted/v1/checks HTTP/1.1|${host}`),
+        /^HTTP\/1\.1 403 .*"unmapped_route"/,
+      )
+      t.match(
+        await inTunnel(`POST https://localhost:${untrusted.port}/v1/checks HTTP/1.1|${host}`),
+        /^HTTP\/1\.1 421 .*"misdirected_request"/,
+        'an absolute URI naming another host',
+      )
+      t.match(
+        await inTunnel(`POST http://localhost:${upstream.port}/v1/checks HTTP/1.1|${host}`),
+        /^HTTP\/1\.1 421 /,
+        'or another scheme',
+      )
+      t.match(
+        await inTunnel(`CONNECT localhost:${untrusted.port} HTTP/1.1|Host: localhost:${untrusted.port}||`),
+        /^HTTP\/1\.1 403 .*"tunnel_refused"/,
+        'no tunnel inside the tunnel',
+      )
+      t.match(
+        await inTunnel(`POST https://localhost:${upstream.port}/v1/checks HTTP/1.1|${host}`),
+        /^HTTP\/1\.1 200 /,
+        "an absolute URI naming the tunnel's own host is served",
+      )
+      t.same(
+        [upstream.received.length, untrusted.received.length],
+        [before[0]! + 1, before[1]],
+        'only that one went out',
+      )
+    },
+  )
+
+  t.test(
     'a STEP_UP write intercepted from HTTPS is approved and replayed to the HTTPS upstream',
     async (t) => {
       const r = await curl('/v1/refunds', [], upstream, '{"charge":"ch_tls"}')
