@@ -92,6 +92,10 @@ export interface ControlAppOptions {
   portalSessionMaxSeconds: number
 }
 
+const REQUEST_TIMEOUT_MS = 300_000
+/** How long shutdown waits for requests in flight before cutting their connections. */
+const CLOSE_GRACE_MS = 5_000
+
 export async function buildControlApp(
   services: ControlServices,
   opts: ControlAppOptions,
@@ -100,6 +104,9 @@ export async function buildControlApp(
     // One guarded server (guarded-server.ts), with the timeouts fastify would give its own. A
     // factory also keeps fastify from adding unguarded servers of its own when the host is
     // `localhost` (one per address it resolves to).
+    // A whole request within 5 minutes, as on gate-proxy (fastify's default, 0, let an upload
+    // that stalls mid-body hold its connection, and shutdown, for ever).
+    requestTimeout: REQUEST_TIMEOUT_MS,
     serverFactory: (handler, options) => {
       const server = guardServer(createServer(handler), opts.logger, { clientErrors: false })
       server.keepAliveTimeout = options.keepAliveTimeout as number
@@ -131,6 +138,12 @@ export async function buildControlApp(
   installJsonBodyParser(app, BODY_LIMIT_BYTES)
   installUrlGuard(app)
   installErrorHandling(app)
+
+  // Closing waits for requests in flight; one that would keep shutdown waiting is cut after a
+  // grace (unref'd: it never holds the process, and on a closed server it finds nothing left).
+  app.addHook('preClose', async () => {
+    setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS).unref()
+  })
 
   app.addHook('onResponse', async (req, reply) => {
     req.log.debug({ req, res: reply, ms: Math.round(reply.elapsedTime) }, 'request completed')

@@ -47,6 +47,12 @@ export const ERRORS = {
     'request timed out',
     "The request (its headers, or all of it) did not arrive within the port's time limit.",
   ),
+  expectationFailed: def(
+    'expectation_failed',
+    417,
+    'expectation not supported',
+    'The request sent an `Expect` header other than `100-continue`, the only expectation served. The connection is closed.',
+  ),
   notFound: def('not_found', 404, 'not found', 'No such route.'),
   internal: def(
     'internal_error',

@@ -1,4 +1,4 @@
-import { type Server as HttpServer, STATUS_CODES } from 'node:http'
+import { type Server as HttpServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http'
 import { Server as HttpsServer } from 'node:https'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
@@ -67,6 +67,18 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, lo
   endAndClose(socket, rawJsonAnswer(def.status, { error: def.message, code: def.code }))
 }
 
+/** A registry refusal on a response object, closing the connection (what the client sent next is not read). */
+function refuse(res: ServerResponse, def: ErrorDef, error: string = def.message): void {
+  const text = JSON.stringify({ error, code: def.code })
+  res.writeHead(def.status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    connection: 'close',
+  })
+  res.end(text)
+}
+
 /**
  * Makes a node:http or node:https server safe from whatever a client does:
  *
@@ -76,15 +88,38 @@ export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, lo
  * - a request that cannot be parsed gets a JSON 400 (431 for oversize headers, 408 when too
  *   slow) and its connection is closed (`answerClientError`), unless the framework answers
  *   those itself (fastify: pass `clientErrors: false` and use its `clientErrorHandler`);
- * - a failed TLS handshake (plain HTTP or garbage on an HTTPS port) closes its socket.
+ * - a failed TLS handshake (plain HTTP or garbage on an HTTPS port) closes its socket;
+ * - what Node would answer with an empty body gets the registry's JSON: an HTTP/1.1 request
+ *   without `Host` (400), an `Expect` other than `100-continue` (417), and a `CONNECT` on a port
+ *   that does not serve tunnels (400; `connect: 'handled'` for gate-proxy, which does).
  *
  * Client failures are logged at debug: they are no failure of the server.
  */
 export function guardServer<S extends HttpServer | HttpsServer>(
   server: S,
   logger: Logger,
-  opts: { clientErrors?: boolean } = {},
+  opts: { clientErrors?: boolean; connect?: 'refused' | 'handled' } = {},
 ): S {
+  // Node's own Host check answers 400 with no body; the handlers are wrapped to answer it instead.
+  ;(server as { requireHostHeader?: boolean }).requireHostHeader = false
+  const handlers = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[]
+  server.removeAllListeners('request')
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1)
+      return refuse(res, ERRORS.invalidRequest, 'an HTTP/1.1 request needs a Host header')
+    for (const handle of handlers) handle.call(server, req, res)
+  })
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) =>
+    refuse(res, ERRORS.expectationFailed),
+  )
+  if (opts.connect !== 'handled')
+    server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => {})
+      endAndClose(
+        socket,
+        rawJsonAnswer(400, { error: 'CONNECT is not served on this port', code: ERRORS.invalidRequest.code }),
+      )
+    })
   const onSocketError = (err: NodeJS.ErrnoException) =>
     logger.debug({ code: err.code }, 'client connection failed')
   server.on('connection', (socket: Socket) => socket.on('error', onSocketError))

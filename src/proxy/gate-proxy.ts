@@ -617,7 +617,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     })
   }
   // Every socket has an 'error' listener for its whole life, CONNECT's included (guarded-server.ts).
-  const server = guardServer(createServer(onRequest), logger)
+  const server = guardServer(createServer(onRequest), logger, { connect: 'handled' })
   // Expect: 100-continue is answered by the proxy once it wants the body (continueIfExpected).
   server.on('checkContinue', onRequest)
   server.on('connect', onConnect)

@@ -59,3 +59,49 @@ t.test('a guarded server answers what it cannot parse in the registry shape, and
     'at debug only',
   )
 })
+
+t.test('what Node answers with an empty body is answered in the registry shape', async (t) => {
+  const { logger } = capturingLogger()
+  const served: string[] = []
+  const start = async (connect: 'refused' | 'handled') => {
+    const server = guardServer(
+      createServer((req, res) => {
+        served.push(`${req.method} ${req.headers.host ?? '(no host)'}`)
+        res.end('ok')
+      }),
+      logger,
+      { connect },
+    )
+    if (connect === 'handled') server.on('connect', (_req, socket) => socket.end('HTTP/1.1 299 Mine\r\n\r\n'))
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    t.teardown(() => server.close())
+    return (server.address() as { port: number }).port
+  }
+  const port = await start('refused')
+
+  const noHost = await exchange(port, 'GET / HTTP/1.1\r\n\r\n')
+  t.match(noHost, /^HTTP\/1\.1 400 Bad Request\r\n/)
+  t.match(noHost, /\{"error":"an HTTP\/1\.1 request needs a Host header","code":"invalid_request"\}$/)
+  const old = await exchange(port, 'GET / HTTP/1.0\r\n\r\n')
+  t.match(old, /^HTTP\/1\.1 200 OK\r\n/, 'HTTP/1.0 needs none')
+
+  const expect = await exchange(
+    port,
+    'POST / HTTP/1.1\r\nhost: x\r\nexpect: foo\r\ncontent-length: 2\r\n\r\n{}',
+  )
+  t.match(expect, /^HTTP\/1\.1 417 Expectation Failed\r\n/)
+  t.match(expect, /"code":"expectation_failed"/)
+  t.match(expect, /\r\nconnection: close\r\n/)
+
+  const tunnel = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n')
+  t.match(tunnel, /^HTTP\/1\.1 400 Bad Request\r\n/)
+  t.match(tunnel, /\{"error":"CONNECT is not served on this port","code":"invalid_request"\}$/)
+
+  const handled = await exchange(
+    await start('handled'),
+    'CONNECT example.com:443 HTTP/1.1\r\nhost: x\r\n\r\n',
+  )
+  t.equal(handled, 'HTTP/1.1 299 Mine\r\n\r\n', 'a server that serves tunnels answers them itself, alone')
+  t.same(served, ['GET (no host)'], 'only the HTTP/1.0 request reached the handler')
+})
