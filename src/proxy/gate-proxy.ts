@@ -1,4 +1,5 @@
 import {
+  type ClientRequest,
   createServer,
   type Agent as HttpAgent,
   type IncomingMessage,
@@ -7,7 +8,7 @@ import {
 } from 'node:http'
 import { connect, type Server as NetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { Readable } from 'node:stream'
+import { type Duplex, Readable } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
@@ -53,6 +54,8 @@ const STRIPPED: ReadonlySet<string> = new Set([
   GRANT_HEADER,
   RECEIPT_HEADER,
   ...OVERRIDE_HEADERS,
+  // The agent's expectation was the proxy's to meet (continueIfExpected); the body goes out whole.
+  'expect',
 ])
 /** How long close() lets in-flight requests and tunnels finish before cutting their connections. */
 const CLOSE_GRACE_MS = 2000
@@ -160,6 +163,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     logger.info({ system: r.wgSystemId, receiptId: r.wgReceipt }, 'client went away while forwarding')
   }
   const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
+  function onUnaskedUpgrade(this: ClientRequest, _res: IncomingMessage, socket: Duplex): void {
+    socket.destroy()
+    this.emit(
+      'error',
+      Object.assign(new Error('the upstream switched protocols unasked'), { code: 'WG_UPGRADE' }),
+    )
+  }
 
   /**
    * One http-proxy server per upstream origin, its target and agent fixed at creation. Options
@@ -181,6 +191,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       followRedirects: false,
     })
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
+    // No upgrade is ever forwarded (the agent's Upgrade is stripped): a 101 is the upstream
+    // switching protocols unasked. With no 'upgrade' listener Node drops the socket and tells no
+    // one, and the agent would wait for an answer for ever: failed instead, as an upstream error.
+    proxy.on('proxyReq', (proxyReq) => proxyReq.on('upgrade', onUnaskedUpgrade))
     proxy.on('proxyRes', (proxyRes, req, res) => {
       const r = req as Forwarded
       // An upstream response cut short (a body silent past the timeout, a reset) must cut the

@@ -112,6 +112,19 @@ t.test('pass-through correctness', async (t) => {
     t.match(r.json(), { code: 'upstream_timeout', receiptId: /^rcp_/ })
   })
 
+  t.test('an upstream that switches protocols unasked gives 502, not an agent left waiting', async (t) => {
+    // The timeout (400 ms here) cannot catch it: Node hands a 101's socket over, unwatched.
+    up.behaviour = (_req, res) => {
+      res.socket?.write('HTTP/1.1 101 Switching Protocols\r\nupgrade: raw\r\nconnection: upgrade\r\n\r\nRAW')
+    }
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(r.status, 502)
+    t.match(r.json(), { code: 'upstream_error', receiptId: /^rcp_/ })
+    up.behaviour = defaultBehaviour
+    const after = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(after.status, 200, 'the proxy goes on serving')
+  })
+
   /** Reads a response to the end or to its cut: its status, whether it completed, its bytes. */
   const readAll = (path: string) =>
     new Promise<{ status: number; complete: boolean; body: string }>((resolve, reject) => {
@@ -236,6 +249,7 @@ t.test('pass-through correctness', async (t) => {
       t.equal(got?.headers.authorization, 'Bearer up-secret', 'the injected credential, not the agent one')
       t.equal(got?.headers['x-writegate-receipt'], r.headers['x-writegate-receipt'])
       t.equal(got?.body.toString(), '{"a":1}')
+      t.equal(got?.headers.expect, undefined, 'the expectation was the proxy to meet, not passed on')
     },
   )
 
