@@ -67,6 +67,36 @@ t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
     }
   })
 
+  t.test('JSON is UTF-8: other bytes, charsets and content codings are refused, never decoded', async (t) => {
+    const check = (raw: string | Buffer, headers: Record<string, string> = {}) =>
+      api.post('/v1/check', undefined, {
+        raw,
+        headers: { 'content-type': 'application/json', ...headers },
+        bearer: o.apiKey,
+      })
+    // Latin-1 `café`: decoded leniently it was `caf\uFFFD`, one target for many byte strings.
+    const latin1 = Buffer.concat([
+      Buffer.from('{"verb":"verify","target":"caf'),
+      Buffer.from([0xe9]),
+      Buffer.from('"}'),
+    ])
+    const notUtf8 = await check(latin1)
+    t.same([notUtf8.status, notUtf8.body.code], [400, 'invalid_json'])
+    t.match(notUtf8.body.error, /not UTF-8/)
+    for (const charset of ['iso-8859-1', '"utf-16"', 'windows-1252']) {
+      const r = await check('{"verb":"verify"}', { 'content-type': `application/json; charset=${charset}` })
+      t.same([r.status, r.body.code], [415, 'unsupported_media_type'], charset)
+    }
+    const gzip = await check('{"verb":"verify"}', { 'content-encoding': 'gzip' })
+    t.same([gzip.status, gzip.body.code], [415, 'unsupported_media_type'], 'a content coding')
+    for (const ok of ['application/json; charset=utf-8', 'application/json; charset="UTF-8"']) {
+      const r = await check(Buffer.from('{"verb":"verify","target":"café"}'), { 'content-type': ok })
+      t.equal(r.status, 200, ok)
+      t.equal(r.body.decision, 'ALLOW')
+    }
+    t.equal((await check('{"verb":"verify"}', { 'content-encoding': 'identity' })).status, 200)
+  })
+
   t.test('an empty JSON body on a no-body endpoint is accepted', async (t) => {
     const r = await api.post('/v1/tenant/invites', undefined, { raw: '', bearer: o.apiKey })
     t.equal(r.status, 201)

@@ -108,8 +108,8 @@ export interface CallOptions {
   bearer?: string
   headers?: Record<string, string>
   remoteAddress?: string
-  /** Send this exact payload text instead of JSON-encoding `body`. */
-  raw?: string
+  /** Send this exact payload (text, or bytes) instead of JSON-encoding `body`. */
+  raw?: string | Buffer
 }
 
 /** A black-box HTTP client over fastify's inject (no port needed). */
@@ -125,7 +125,7 @@ export class Api {
   ): Promise<Reply<T>> {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) }
     if (opts.bearer) headers.authorization = `Bearer ${opts.bearer}`
-    let payload: string | undefined
+    let payload: string | Buffer | undefined
     if (opts.raw !== undefined) payload = opts.raw
     else if (body !== undefined) payload = JSON.stringify(body)
     if (payload !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {

@@ -3,19 +3,50 @@ import secureJson from 'secure-json-parse'
 import { ERRORS, WriteGateError } from '../../core/errors.js'
 import { isStorableString, unstorableJson } from './storable-json.js'
 
+/** JSON between systems is UTF-8 (RFC 8259 §8.1); bytes that are not are refused, never replaced. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true })
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i
+
 /**
  * JSON bodies, parsed with prototype-poisoning protection. An empty body is accepted
  * as "no body", so clients that always send Content-Type: application/json can call
  * the endpoints that take none. JSON is the only parser: a body of any other type
- * (text/plain included, which fastify parses by default) is 415 unsupported_media_type.
+ * (text/plain included, which fastify parses by default) is 415 unsupported_media_type,
+ * as is a charset other than UTF-8 or a content coding (neither is decoded: a receipt must
+ * record the bytes the client meant). Bytes that are not UTF-8 are 400 invalid_json: decoded
+ * leniently, `café` in Latin-1 and other strings would collapse into one audited target.
  */
 export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): void {
   app.removeAllContentTypeParsers()
   app.addContentTypeParser(
     /^application\/([\w.+-]+\+)?json(\s*;.*)?$/i,
-    { parseAs: 'string', bodyLimit },
-    (_req, body, done) => {
-      const text = typeof body === 'string' ? body : body.toString('utf8')
+    { parseAs: 'buffer', bodyLimit },
+    (req, body, done) => {
+      const charset = CHARSET.exec(req.headers['content-type'] ?? '')?.[1]?.toLowerCase()
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')
+        return done(
+          new WriteGateError(ERRORS.unsupportedMediaType, undefined, {
+            message: `JSON bodies are UTF-8, not ${charset}`,
+          }),
+          undefined,
+        )
+      const coding = req.headers['content-encoding']
+      if (coding !== undefined && coding.trim().toLowerCase() !== 'identity')
+        return done(
+          new WriteGateError(ERRORS.unsupportedMediaType, undefined, {
+            message: 'bodies are sent without a content coding',
+          }),
+          undefined,
+        )
+      let text: string
+      try {
+        text = UTF8.decode(body as Buffer)
+      } catch {
+        return done(
+          new WriteGateError(ERRORS.invalidJson, undefined, { message: 'malformed JSON body: not UTF-8' }),
+          undefined,
+        )
+      }
       if (text.trim() === '') return done(null, undefined)
       let value: unknown
       try {
