@@ -58,6 +58,9 @@ const verdict = z.object({
   expiresAt: z.number().int().optional(),
 })
 
+/** Far above any ALLOW token writegate signs (a few hundred characters). */
+const MAX_TOKEN_CHARS = 8192
+
 export function checksRoutes(deps: {
   checks: CheckService
   tokens: TokenService
@@ -87,12 +90,17 @@ export function checksRoutes(deps: {
       {
         schema: {
           summary: 'Validate an ALLOW token',
-          body: z.object({ token: z.string().max(8192) }).strict(),
+          body: z.object({ token: z.string() }).strict(),
           response: { 200: verdict },
         },
         onRequest: requireKey(deps.auth, { scope: 'agent' }),
       },
-      async (req) => deps.tokens.verify(keyCaller(req), req.body.token),
+      // Any string is a token to judge (interface.md: only a bad API key is not a 200); one
+      // longer than any token writegate signs is malformed without being read.
+      async (req) =>
+        req.body.token.length > MAX_TOKEN_CHARS
+          ? { valid: false as const, reason: 'malformed' as const }
+          : deps.tokens.verify(keyCaller(req), req.body.token),
     )
   }
 }

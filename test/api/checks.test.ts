@@ -464,6 +464,8 @@ t.test('tokens: every verify reason', async (t) => {
     (await api.post('/v1/tokens/verify', { token: tok }, { bearer: key })).body
   t.same(await reason('nonsense'), { valid: false, reason: 'malformed' })
   t.same(await reason('wgt_e30.e30'), { valid: false, reason: 'malformed' })
+  t.same(await reason(`wgt_${'A'.repeat(10_000)}`), { valid: false, reason: 'malformed' }, 'however long')
+  t.same(await reason(''), { valid: false, reason: 'malformed' })
   const [payload, sig] = token.slice(4).split('.') as [string, string]
   const forged = Buffer.from(
     JSON.stringify({ ...JSON.parse(Buffer.from(payload, 'base64url').toString()), verb: 'refund' }),
