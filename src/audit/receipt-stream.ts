@@ -11,7 +11,10 @@ export interface ReceiptStreamDeps {
   logger: { warn(obj: object, msg: string): void }
   /** Receipts read per query. */
   pageSize?: number
-  /** Asked at every keepalive: a stream must not outlive its credential (a revoked key, say). */
+  /**
+   * Asked before every delivery and at every keepalive: a stream must not outlive its
+   * credential (a revoked key, an ended portal session), nor deliver one receipt after it.
+   */
   stillAuthorized?: () => Promise<boolean>
 }
 
@@ -104,6 +107,16 @@ export function startReceiptStream(
         again = false
         for (;;) {
           const rows = await deps.reader.rows(tenantId, cursor, Number.MAX_SAFE_INTEGER, pageSize)
+          if (rows.length > 0 && deps.stillAuthorized) {
+            // Cannot tell (a store blip): nothing is delivered; the next wake-up or poll asks again.
+            const ok = await deps.stillAuthorized().catch(() => null)
+            if (stopped || ok === null) return
+            if (!ok) {
+              res.end()
+              stop()
+              return
+            }
+          }
           for (const r of rows) {
             if (stopped) return
             const flushed = res.write(

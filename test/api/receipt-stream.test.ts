@@ -219,3 +219,37 @@ t.test('a stream ends once its key is revoked: it does not outlive its credentia
   t.match(text, /retry: 1000/, 'the stream had started')
   t.pass('the server ended the stream')
 })
+
+t.test('a revoked key is delivered no receipt written after its revocation', async (t) => {
+  // Keepalives far apart: the stream must not wait for one to notice the revocation.
+  const tcp = await startControlPlane(t, 'pglite-memory', {
+    settings: { audit: { streamKeepaliveSeconds: 15 } },
+  })
+  const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const o = await tcp.api.newTenant()
+  const second = await tcp.api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  let text = ''
+  const ended = new Promise<void>((resolve, reject) => {
+    const req = request(
+      new URL('/v1/receipts/stream?since=0', base),
+      { headers: { authorization: `Bearer ${second.body.apiKey}` } },
+      (res) => {
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => {
+          text += c
+        })
+        res.on('end', () => resolve())
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
+  await tcp.api.post('/v1/check', { verb: 'verify', target: 'before-revoke' }, { bearer: o.apiKey })
+  for (let i = 0; i < 100 && !text.includes('before-revoke'); i++) await new Promise((r) => setTimeout(r, 20))
+  t.match(text, /before-revoke/, 'delivered while the key lived')
+  await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+  await tcp.api.post('/v1/check', { verb: 'verify', target: 'after-revoke' }, { bearer: o.apiKey })
+  await ended
+  t.notMatch(text, /after-revoke/, 'the stream ended instead of delivering it')
+})
