@@ -42,3 +42,9 @@ export function readBody(req: IncomingMessage, limit: number, wanted?: () => voi
     })
   })
 }
+
+/** A client's socket failure, for a log line: its code or message, never a stack (it is no fault of ours). */
+export function causeOf(err: unknown): string {
+  const e = err as NodeJS.ErrnoException | undefined
+  return e?.code ?? e?.message ?? String(err)
+}

@@ -6,7 +6,7 @@ import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
 import type { Environment } from '../core/verbs.js'
 import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
-import { BodyTooLarge, readBody } from '../node-http/read-body.js'
+import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { KeyRef } from '../store/ports/hot-store.js'
 import type { CallProtocol, CallRefusal, CallRequest } from './call-protocol.js'
@@ -131,7 +131,10 @@ export function createCallWrites(deps: CallWritesDeps) {
           refusal(ERRORS.payloadTooLarge, 'request body too large to decide', { limit: deps.maxBodyBytes }),
           [],
         )
-      logger.info({ err, system: ctx.system.systemId }, 'client went away before its request body was read')
+      logger.info(
+        { cause: causeOf(err), system: ctx.system.systemId },
+        'client went away before its request body was read',
+      )
       res.destroy()
       return
     }

@@ -21,7 +21,7 @@ import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
 import { httpAnswer, refusalAnswer } from '../gate/http-answer.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import { endAndClose, guardServer, rawJsonAnswer } from '../node-http/guarded-server.js'
-import { BodyTooLarge, readBody } from '../node-http/read-body.js'
+import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import type { CallProtocol } from './call-protocol.js'
@@ -111,6 +111,8 @@ type Forwarded = IncomingMessage & {
   wgStart?: number
   wgSystemId?: string
   wgContinued?: boolean
+  /** Its cut was logged (http-proxy reports one cut more than once). */
+  wgCut?: boolean
   /** The answer is relayed rewritten (MCP's filterToolsList), not piped. */
   wgRewrite?: RewrittenAnswer
 }
@@ -160,7 +162,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   // and it is no failure of the proxy or the upstream. http-proxy reports it as `econnreset`.
   function clientWentAway(req: IncomingMessage): void {
     const r = req as Forwarded
-    logger.info({ system: r.wgSystemId, receiptId: r.wgReceipt }, 'client went away while forwarding')
+    if (r.wgCut) return
+    r.wgCut = true
+    logger.info(
+      { system: r.wgSystemId, receiptId: r.wgReceipt },
+      'client request cut short while forwarding (it went away, or sent what is no HTTP)',
+    )
   }
   const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
   function onUnaskedUpgrade(this: ClientRequest, _res: IncomingMessage, socket: Duplex): void {
@@ -464,7 +471,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           // Anything else is the client's socket failing (it went away mid-body): not our error,
           // and there is no one to answer.
           logger.info(
-            { err, system: prediction.plan.context.system.systemId },
+            { cause: causeOf(err), system: prediction.plan.context.system.systemId },
             'client went away before its request body was read',
           )
           res.destroy()
