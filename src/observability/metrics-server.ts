@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http'
 import type { Registry } from 'prom-client'
+import { ERRORS } from '../core/errors.js'
 import { guardServer } from '../node-http/guarded-server.js'
 import type { Logger } from './logger.js'
 
@@ -20,13 +21,13 @@ export async function startMetricsServer(
         },
         () => {
           res.writeHead(500, { 'content-type': 'application/json' })
-          res.end('{"error":"metrics unavailable"}')
+          res.end(JSON.stringify({ error: 'metrics unavailable', code: ERRORS.internal.code }))
         },
       )
       return
     }
     res.writeHead(404, { 'content-type': 'application/json' })
-    res.end('{"error":"not found"}')
+    res.end(JSON.stringify({ error: ERRORS.notFound.message, code: ERRORS.notFound.code }))
   })
   guardServer(server, logger)
   await new Promise<void>((resolve, reject) => {

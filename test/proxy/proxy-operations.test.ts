@@ -34,7 +34,8 @@ t.test('metrics: the proxy exports its series on its own port', async (t) => {
   ]) {
     t.ok(text.includes(name), name)
   }
-  t.equal((await fetch(`http://127.0.0.1:${p.metricsPort}/other`)).status, 404)
+  const other = await fetch(`http://127.0.0.1:${p.metricsPort}/other`)
+  t.same([other.status, await other.json()], [404, { error: 'not found', code: 'not_found' }])
   const onAgentPort = await agentRequest(p.port, { method: 'GET', path: '/metrics' })
   t.same(
     [onAgentPort.status, onAgentPort.json().code],
