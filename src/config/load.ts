@@ -94,8 +94,13 @@ function describeIssue(issue: z.core.$ZodIssue, raw: Record<string, unknown>): s
   let got: unknown = raw
   for (const p of issue.path)
     got = got && typeof got === 'object' ? (got as Record<PropertyKey, unknown>)[p] : undefined
-  // Echo the bad value back, unless it may hold a credential (a URL with a password, say).
-  const sensitive = /url|key|secret|password/i.test(where)
+  // Echo the bad value back, unless it may hold a credential: a setting named for one, a whole
+  // section given as one value (`database: postgres://user:password@…`), or a value that looks
+  // like a URL, carries an `@` or a writegate credential's prefix, wherever it was put.
+  const sensitive =
+    /url|key|secret|password|token/i.test(where) ||
+    (issue.code === 'invalid_type' && (issue.expected === 'object' || issue.expected === 'array')) ||
+    (typeof got === 'string' && /:\/\/|@|^(svc|wg[a-z]?)_/i.test(got))
   const echo =
     got !== undefined && !sensitive && issue.code !== 'unrecognized_keys' && typeof got !== 'object'
   const shown = echo ? `, got ${JSON.stringify(got)}` : ''

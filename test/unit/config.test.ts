@@ -79,6 +79,15 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
       { WRITEGATE_CONFIG: file('ok4b.yaml', ''), WRITEGATE_REDIS_URL: 'redis://:hunter2@[nope/' },
       /^invalid setting redis\.url \(WRITEGATE_REDIS_URL\): expected a valid URL: redis:\/\/… or rediss:\/\/…$/,
     ],
+    // A section given as one value, or a credential-shaped value anywhere: never echoed.
+    [
+      { WRITEGATE_CONFIG: file('section.yaml', 'database: postgres://admin:S3cretPW@db:5432/wg\n') },
+      /^invalid setting database: .*expected object, received string$/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('section2.yaml', 'log:\n  level: "svc_live_S3cretPW"\n') },
+      /^invalid setting log\.level \(WRITEGATE_LOG_LEVEL\): Invalid option: expected one of .*"silent"$/,
+    ],
     // A variable under a setting the file gives as a scalar.
     [
       { WRITEGATE_CONFIG: file('scalar.yaml', 'server: 5\n'), WRITEGATE_PORT: '1' },
