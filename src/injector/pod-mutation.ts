@@ -59,6 +59,52 @@ function secretsOfVolume(v: Volume): string[] {
   return names
 }
 
+/**
+ * What makes a container the one the injector builds, as the API server sends it back (its
+ * defaults, such as a fieldRef's apiVersion or terminationMessagePath, filled in and ignored).
+ */
+function fingerprint(c: Container): string {
+  const env = (c.env ?? []).map((e) => {
+    const from = e.valueFrom as
+      | { secretKeyRef?: { name?: unknown; key?: unknown }; fieldRef?: { fieldPath?: unknown } }
+      | undefined
+    return [
+      e.name,
+      e.value ?? null,
+      from?.secretKeyRef ? `secret:${from.secretKeyRef.name}/${from.secretKeyRef.key}` : null,
+      from?.fieldRef ? `field:${from.fieldRef.fieldPath}` : null,
+    ]
+  })
+  return JSON.stringify([
+    c.image,
+    c.command ?? null,
+    c.args ?? null,
+    c.securityContext ?? null,
+    c.restartPolicy ?? null,
+    env,
+    (c.envFrom ?? []).map((f) => [f.secretRef?.name ?? null, f.configMapRef?.name ?? null, f.prefix ?? null]),
+    (c.volumeMounts ?? []).map((m) => [m.name, m.mountPath, m.readOnly ?? false]),
+  ])
+}
+
+/**
+ * A container under one of the injector's names must be the one it would inject: a pod that
+ * brings its own `writegate-proxy` (any image, UID 1337, which the enforce rules let through)
+ * or an empty `writegate-init` would otherwise be taken as injected already, and go ungated.
+ */
+function impostor(pod: Pod, req: InjectionRequest, opts: InjectorOptions): string | undefined {
+  const expected = new Map<string, Container>([[PROXY_CONTAINER, proxyContainer(req, opts)]])
+  if (req.enforce) expected.set(INIT_CONTAINER, enforceInitContainer(opts, req))
+  if (req.tlsCaSecret) expected.set(CA_BUNDLE_CONTAINER, caBundleInitContainer(opts))
+  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+    if (c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER) continue
+    const want = expected.get(c.name)
+    if (!want || fingerprint(c) !== fingerprint(want))
+      return `container ${c.name} has a name reserved for writegate but is not the container it injects`
+  }
+  return undefined
+}
+
 /** Reasons this pod cannot be gated as asked; the first one found is reported. */
 function conflicts(
   pod: Pod,
@@ -69,6 +115,13 @@ function conflicts(
   const spec = pod.spec
   if (spec.hostNetwork)
     return 'writegate cannot inject into a pod with hostNetwork: true (the proxy and its rules would act on the node)'
+  const fake = impostor(pod, req, opts)
+  if (fake) return fake
+  // Mounted among the credentials a system's `fromFile` may read, the proxy's own Secret (its
+  // API key, the Redis URL and password) or the CA's key could be sent to a tenant's upstream.
+  const own = req.credentialSecrets.find((s) => s === req.proxySecret || s === req.tlsCaSecret)
+  if (own)
+    return `Secret ${own} is writegate's own (the proxy's or the interception CA's) and cannot be a credential Secret`
   const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
     (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER,
   )
@@ -148,6 +201,13 @@ function mountOps(
   )
 }
 
+/** Inserts `items`, in order, before what the list holds (JSON Patch `add` at an index shifts the rest). */
+function prependOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
+  if (items.length === 0) return []
+  if (current === undefined) return [{ op: 'add', path: pointer(...path), value: items }]
+  return items.map((value, i) => ({ op: 'add', path: pointer(...path, String(i)), value }))
+}
+
 function appendOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
   if (items.length === 0) return []
   if (current === undefined) return [{ op: 'add', path: pointer(...path), value: items }]
@@ -197,14 +257,15 @@ export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
 
   const present = new Set([...(spec.initContainers ?? []), ...spec.containers].map((c) => c.name))
   const inits: Container[] = []
-  // The agents' CA bundle is written before any of them (or the pod's own init containers) runs
-  // after it; it needs no network.
+  // Ours run first, in this order: the agents' CA bundle (it needs no network); the iptables
+  // rules, so that no container of the pod, its own init containers included, has a moment of
+  // ungated network; the proxy, as a native sidecar, so that those init containers are gated
+  // like the rest (without native sidecars they find no proxy yet, and their connections fail).
   if (req.tlsCaSecret && !present.has(CA_BUNDLE_CONTAINER)) inits.push(caBundleInitContainer(opts))
-  // The iptables rules go in after the pod's own init containers, which run before the proxy exists.
   if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts, req))
   const proxyMissing = !present.has(PROXY_CONTAINER)
   if (proxyMissing && opts.proxy.nativeSidecar) inits.push(proxyContainer(req, opts))
-  patch.push(...appendOps(['spec', 'initContainers'], spec.initContainers, inits))
+  patch.push(...prependOps(['spec', 'initContainers'], spec.initContainers, inits))
 
   const desiredEnv = agentEnv(req, opts)
   const desiredMounts = agentMounts(req)

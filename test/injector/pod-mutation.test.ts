@@ -339,6 +339,35 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       /volume name writegate-tmp is reserved/,
     ],
     [
+      // Taken as injected already, it went ungated: any image, as UID 1337, reading the proxy's Secret.
+      "the pod's own container named writegate-proxy",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.containers.push({
+          name: 'writegate-proxy',
+          image: 'evil.example/agent:1',
+          securityContext: { runAsUser: 1337 },
+          envFrom: [{ secretRef: { name: 'billing-agent-writegate' } }],
+        })
+      },
+      /container writegate-proxy has a name reserved for writegate but is not the container it injects/,
+    ],
+    [
+      "the pod's own (empty) writegate-init: no iptables rules",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.initContainers = [{ name: 'writegate-init', image: 'busybox', command: ['true'] }]
+      },
+      /container writegate-init has a name reserved for writegate/,
+    ],
+    [
+      "the proxy's own Secret named as a credential Secret",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/credential-secrets'] = 'billing-agent-writegate'
+      },
+      /Secret billing-agent-writegate is writegate's own/,
+    ],
+    [
       "enforce with an agent running as the proxy's UID",
       (o) => {
         o.metadata!.annotations!['writegate.io/enforce'] = 'true'
@@ -389,14 +418,26 @@ t.test('a malformed review is a 400 JSON error; an unreadable pod is refused', a
   })
 })
 
-t.test('enforce adds the iptables init container after the pod’s own init containers', async (t) => {
+t.test('enforce puts the iptables rules and the proxy before the pod’s own init containers', async (t) => {
   const review = fixture('review-enforce-pod.json')
   const patch = patchOf(answerReview(review, opts).body)
-  const inits = patch.filter((op) => op.path === '/spec/initContainers/-').map((op) => op.value as Container)
+  const inits = patch
+    .filter((op) => op.path.startsWith('/spec/initContainers/'))
+    .map((op) => op.value as Container)
+  t.same(
+    patch.filter((op) => op.path.startsWith('/spec/initContainers/')).map((op) => op.path),
+    ['/spec/initContainers/0', '/spec/initContainers/1'],
+  )
   t.same(
     inits.map((c) => c.name),
     ['writegate-init', 'writegate-proxy'],
-    'rules first, then the proxy; both after fetch-model',
+    'rules first, then the proxy',
+  )
+  // Run after the rules, the pod's own init container (fetch-model) has no ungated moment.
+  const injected = applyJsonPatch(review.request.object, patch) as Pod
+  t.same(
+    injected.spec.initContainers?.map((c) => c.name),
+    ['writegate-init', 'writegate-proxy', 'fetch-model'],
   )
   const init = inits[0] as Container
   t.same(init.securityContext, {
