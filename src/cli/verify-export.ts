@@ -25,7 +25,8 @@ export async function verifyExport(
   onProgress?: (p: VerifyProgress) => void,
 ): Promise<ExportVerdict> {
   const verifier = new ExportVerifier(publicKey)
-  const decoder = new TextDecoder('utf-8', { fatal: true })
+  // ignoreBOM: a byte-order mark is kept, and fails its line as "not JSON" (it is an added byte).
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
   let pending: Buffer[] = []
   let bytes = 0
   let nextReport = PROGRESS_EVERY
@@ -57,8 +58,11 @@ export async function verifyExport(
     }
     if (buf.length > 0) pending.push(buf)
   }
-  // A last line without its newline still counts.
-  if (pending.length > 0) feed(Buffer.concat(pending))
+  // Every line the exporter writes ends in "\n": a last line without it was edited (or cut).
+  if (pending.length > 0) {
+    if (feed(Buffer.concat(pending))) return verifier.finish()
+    return verifier.unterminated()
+  }
   return verifier.finish()
 }
 
@@ -81,18 +85,30 @@ export async function verifyCommand(file: string, keyFile: string, io: VerifyCom
     return 2
   }
   try {
-    size = statSync(file).size
+    const stat = statSync(file)
+    if (!stat.isFile()) {
+      io.stderr(`writegate: verify: cannot read ${file}: not a file\n`)
+      return 2
+    }
+    size = stat.size
   } catch (err) {
     io.stderr(`writegate: verify: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}\n`)
     return 2
   }
   let reported = false
-  const verdict = await verifyExport(createReadStream(file), publicKey, (p) => {
-    reported = true
-    const pct = size > 0 ? Math.floor((p.bytes / size) * 100) : 100
-    const text = `verified ${p.receipts} receipts (${pct}%)`
-    io.stderr(io.stderrIsTty ? `\r${text}` : `${text}\n`)
-  })
+  let verdict: ExportVerdict
+  try {
+    verdict = await verifyExport(createReadStream(file), publicKey, (p) => {
+      reported = true
+      const pct = size > 0 ? Math.floor((p.bytes / size) * 100) : 100
+      const text = `verified ${p.receipts} receipts (${pct}%)`
+      io.stderr(io.stderrIsTty ? `\r${text}` : `${text}\n`)
+    })
+  } catch (err) {
+    // The file went away or could not be read midway: no verdict on it.
+    io.stderr(`writegate: verify: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}\n`)
+    return 2
+  }
   if (reported && io.stderrIsTty) io.stderr('\n')
   if (verdict.valid) {
     const cp = verdict.checkpoint

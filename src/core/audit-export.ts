@@ -11,8 +11,10 @@ import type { ChainHead } from './receipt.js'
  *   line 2      {"algorithm":"Ed25519","at":…,"hash":…,"keyId":…,"seq":…,"signature":…,"tenantId":…,"type":"checkpoint"}
  *   line 3…     one receipt per line, seq 1, 2, 3, … (the receipt itself, with its hash)
  *
- * The checkpoint signs the head the export ends at, so a missing tail is detected; it is
- * absent only when the log is empty. Because every line must be canonical, any edited byte
+ * The checkpoint signs the head the export ends at, so a missing tail is detected. A tenant's
+ * log is never empty (its creation is receipted with its first key), so an export without a
+ * checkpoint is refused, the header alone included: cut after line 1, an export would otherwise
+ * verify as an empty log. Because every line must be canonical, any edited byte
  * either breaks a hash or a signature, or makes its line non-canonical.
  */
 export const EXPORT_FORMAT = 'writegate-audit-export'
@@ -107,6 +109,12 @@ export class ExportVerifier {
     return null
   }
 
+  /** The file ended without its last line's newline: the verdict, failed if nothing failed first. */
+  unterminated(): ExportVerdict {
+    if (!this.#failure) this.#fail('malformed', `line ${this.#line} does not end in a newline`)
+    return this.finish()
+  }
+
   finish(): ExportVerdict {
     const chain = this.#chain
     if (!this.#failure) {
@@ -114,8 +122,14 @@ export class ExportVerifier {
       else {
         const failure = chain.finish()
         if (failure) this.#adopt(failure)
-        else if (chain.checked > 0 && !this.#checkpoint) {
-          this.#fail('checkpoint_missing', 'the export holds receipts but no signed checkpoint', 1)
+        else if (!this.#checkpoint) {
+          this.#fail(
+            'checkpoint_missing',
+            chain.checked > 0
+              ? 'the export holds receipts but no signed checkpoint'
+              : 'the export holds no signed checkpoint and no receipt (a tenant log is never empty: cut short?)',
+            1,
+          )
         }
       }
     }

@@ -78,6 +78,12 @@ t.test('writegate verify: exit 0 for an untouched export, 1 with one line for a 
 
   t.equal(run(['verify', good]).code, 2, 'no public key')
   t.equal(run(['verify', join(dir, 'missing.jsonl'), '--public-key', `${file}.pub`]).code, 2)
+  const directory = run(['verify', dir, '--public-key', `${file}.pub`])
+  t.same(
+    [directory.code, directory.stderr],
+    [2, `writegate: verify: cannot read ${dir}: not a file`],
+    'a directory',
+  )
 })
 
 t.test('writegate verify reports progress on stderr for large files', async (t) => {
