@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { ConfigError } from '../config/load.js'
@@ -54,10 +55,34 @@ export function readTls(settings: Settings): TlsMaterial {
       throw new ConfigError(`invalid setting ${setting} (${env}): cannot read ${file}: ${code}`)
     }
   }
+  const certSetting = 'injector.tls.certFile (WRITEGATE_INJECTOR_TLS_CERT_FILE)'
+  const keySetting = 'injector.tls.keyFile (WRITEGATE_INJECTOR_TLS_KEY_FILE)'
   const tls = {
     cert: read(settings.injector.tls.certFile, 'injector.tls.certFile', 'WRITEGATE_INJECTOR_TLS_CERT_FILE'),
     key: read(settings.injector.tls.keyFile, 'injector.tls.keyFile', 'WRITEGATE_INJECTOR_TLS_KEY_FILE'),
   }
+  // Checked here, not at the first handshake: a pair that cannot serve would fail every review
+  // (with failurePolicy Fail, every pod of the namespace), and a renewal must not swap one in.
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(tls.cert)
+  } catch {
+    throw new ConfigError(
+      `invalid setting ${certSetting}: ${settings.injector.tls.certFile} is not a PEM certificate`,
+    )
+  }
+  let key: KeyObject
+  try {
+    key = createPrivateKey(tls.key)
+  } catch {
+    throw new ConfigError(
+      `invalid setting ${keySetting}: ${settings.injector.tls.keyFile} is not a PEM private key`,
+    )
+  }
+  if (!certificate.checkPrivateKey(key))
+    throw new ConfigError(
+      `invalid setting ${keySetting}: the key does not match the certificate in ${settings.injector.tls.certFile}`,
+    )
   return tls
 }
 

@@ -131,6 +131,19 @@ t.test('the injector answers AdmissionReviews over real HTTPS', async (t) => {
     t.equal(last.component, 'injector')
   })
 
+  t.test('a renewal whose key does not match its certificate is not swapped in', async (t) => {
+    const before = await call(port, ca, 'GET', '/healthz')
+    const stranger = selfSigned('injector-stranger')
+    const goodKey = readFileSync(first.key)
+    writeFileSync(first.key, readFileSync(stranger.key))
+    t.teardown(() => writeFileSync(first.key, goodKey))
+    for (let i = 0; i < 30 && !lines.some((l) => l.includes('keeping the current certificate')); i++)
+      await new Promise((r) => setTimeout(r, 100))
+    t.ok(lines.some((l) => l.includes('keeping the current certificate')))
+    const after = await call(port, ca, 'GET', '/healthz')
+    t.same([after.status, after.peerCert], [200, before.peerCert], 'still served, by the pair that works')
+  })
+
   t.test('a renewed certificate is picked up without a restart', async (t) => {
     const second = selfSigned('injector-b')
     const before = await call(port, ca, 'GET', '/healthz')
@@ -147,3 +160,27 @@ t.test('the injector answers AdmissionReviews over real HTTPS', async (t) => {
     t.equal(seen, want, 'the new certificate is served')
   })
 })
+
+t.test(
+  'a certificate and key that cannot serve stop start-up with one line naming the setting',
+  async (t) => {
+    const a = selfSigned('injector-c')
+    const b = selfSigned('injector-d')
+    const start = (certFile: string, keyFile: string) => () =>
+      createInjector(
+        parseSettings({
+          log: { level: 'silent' },
+          injector: { tls: { certFile, keyFile }, proxy: { image: 'registry.example/writegate:1.2.3' } },
+        }),
+      )
+    t.throws(start(a.cert, b.key), {
+      message: `invalid setting injector.tls.keyFile (WRITEGATE_INJECTOR_TLS_KEY_FILE): the key does not match the certificate in ${a.cert}`,
+    })
+    t.throws(start(a.key, a.key), {
+      message: `invalid setting injector.tls.certFile (WRITEGATE_INJECTOR_TLS_CERT_FILE): ${a.key} is not a PEM certificate`,
+    })
+    t.throws(start(a.cert, a.cert), {
+      message: `invalid setting injector.tls.keyFile (WRITEGATE_INJECTOR_TLS_KEY_FILE): ${a.cert} is not a PEM private key`,
+    })
+  },
+)
