@@ -20,11 +20,15 @@ interface Enrolled extends SystemDefinition {
 /** `--url`, else WRITEGATE_URL, else the quick start's; `--api-key-file`, else WRITEGATE_API_KEY. */
 export function apiTarget(options: Record<string, string | undefined>, env: NodeJS.ProcessEnv): ApiTarget {
   const url = options.url ?? env.WRITEGATE_URL ?? 'http://127.0.0.1:8080'
+  // Never echoed: a URL may carry a password, which every later message would print.
+  let parsed: URL
   try {
-    new URL(url)
+    parsed = new URL(url)
   } catch {
-    throw new UsageError(`--url: not a URL: ${url}`)
+    throw new UsageError('--url (or WRITEGATE_URL): not a URL')
   }
+  if (parsed.username || parsed.password)
+    throw new UsageError('--url (or WRITEGATE_URL): must not carry credentials (user:password@); the API key is the credential')
   let apiKey: string | undefined
   const file = options['api-key-file']
   if (file !== undefined) {
@@ -37,6 +41,11 @@ export function apiTarget(options: Record<string, string | undefined>, env: Node
     }
   } else apiKey = env.WRITEGATE_API_KEY?.trim()
   if (!apiKey) throw new UsageError('an admin API key is needed: --api-key-file <file> or WRITEGATE_API_KEY')
+  // One token, or it would not fit in a header, and the error saying so would print it all.
+  if (!/^[\x21-\x7e]+$/.test(apiKey))
+    throw new UsageError(
+      `${file !== undefined ? `--api-key-file: ${file}` : 'WRITEGATE_API_KEY'} does not hold one API key (one line, no spaces)`,
+    )
   return { url: url.replace(/\/+$/, ''), apiKey }
 }
 

@@ -134,6 +134,23 @@ t.test('writegate systems apply / export against a running control plane', async
     )
   })
 
+  t.test('no secret is printed back: a URL with a password, a key file of several lines', async (t) => {
+    const keyFile = join(dir, 'two-lines.key')
+    writeFileSync(keyFile, `${tenant.apiKey}\nsvc_other_secret\n`)
+    const attempts: [Record<string, string>, RegExp][] = [
+      [{ 'api-key-file': keyFile }, /--api-key-file: .*two-lines\.key does not hold one API key/],
+      [{ url: 'http://user:S3cretPW@127.0.0.1:9' }, /--url \(or WRITEGATE_URL\): must not carry credentials/],
+      [{ url: 'http://S3cretPW@[nope' }, /--url \(or WRITEGATE_URL\): not a URL$/],
+    ]
+    for (const [options, message] of attempts) {
+      const failed = await run({ file: file([system('sys_h')]), ...options }).catch((err: Error) => ({
+        err: err.message,
+      }))
+      t.match(failed.err, message)
+      t.notMatch(failed.err, /S3cretPW|svc_other_secret/, 'nothing of the secret')
+    }
+  })
+
   t.test('the command line, through the launcher: -f and --help', async (t) => {
     const f = file([system('sys_a', { reads: 'gate' }), system('sys_c')])
     const { stdout } = await promisify(execFile)(
