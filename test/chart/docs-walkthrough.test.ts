@@ -7,6 +7,7 @@ import { parseAllDocuments, parse as parseYaml } from 'yaml'
 import { parseSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
 import { loadSystemsFile, type SystemsFile } from '../../src/config/systems.js'
+import { isBuiltinName } from '../../src/core/verbs.js'
 import { injectorOptions } from '../../src/injector/injector-process.js'
 import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
@@ -54,6 +55,8 @@ interface World {
   secrets: Map<string, Map<string, string>>
   /** The tenant's systems, as `writegate systems apply` enrolled them through the API. */
   systems?: SystemsFile
+  /** Custom verbs registered so far (POST /v1/verbs): a route may name only these or a built-in. */
+  verbs: Set<string>
   deployments: Map<string, KubeObject>
 }
 
@@ -246,6 +249,12 @@ async function run(t: Test, world: World, line: string): Promise<void> {
       systems.systems.some((s) => s.tenantId),
       'no tenant id to copy in: the key says whose systems they are',
     )
+    for (const s of systems.systems)
+      for (const r of s.routes)
+        t.ok(
+          isBuiltinName(r.verb) || world.verbs.has(r.verb),
+          `${s.systemId} ${r.path}: verb ${r.verb} is built in or registered first (else 400 unknown_verb)`,
+        )
     world.systems = systems
     return
   }
@@ -309,6 +318,7 @@ async function run(t: Test, world: World, line: string): Promise<void> {
       argv.some((a) => /^localhost:8080\/v1\//.test(a)),
       'calls the port-forwarded API',
     )
+    if (argv.includes('localhost:8080/v1/verbs')) world.verbs.add(JSON.parse(flag(argv, '-d') as string).name)
     return
   }
   t.fail(`the walk-through test does not know how to check: ${line}`)
@@ -322,6 +332,7 @@ async function walk(t: Test, markdown: string): Promise<void> {
     labelled: new Set(),
     secrets: new Map(),
     deployments: new Map(),
+    verbs: new Set(),
   }
   let ran = 0
   for (const block of blocks(markdown)) {
