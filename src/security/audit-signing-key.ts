@@ -46,11 +46,19 @@ export function resolveAuditSigningKey(
       return generateKeyPairSync('ed25519').privateKey
     case 'pglite-disk': {
       const path = join(resolve(dataDir), 'audit-signing.pem')
-      if (!existsSync(path)) {
-        mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-        writeFileSync(path, newAuditSigningKeyPem().privatePem, { mode: 0o600, flag: 'wx' })
+      try {
+        if (!existsSync(path)) {
+          mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+          writeFileSync(path, newAuditSigningKeyPem().privatePem, { mode: 0o600, flag: 'wx' })
+        }
+        return readKeyFile(path)
+      } catch (err) {
+        // The generated key is the data directory's: blame that setting, not the key file's.
+        const e = err as NodeJS.ErrnoException
+        throw new ConfigError(
+          `invalid setting dataDir (WRITEGATE_DATA_DIR): cannot use the generated audit signing key ${path}: ${e.code ?? e.message.replace(/^invalid setting [^:]*: /, '')}`,
+        )
       }
-      return readKeyFile(path)
     }
     case 'postgres':
       throw new ConfigError(

@@ -25,8 +25,17 @@ export function resolveMasterKey(file: string | undefined, target: DatabaseTarge
   switch (target.kind) {
     case 'pglite-memory':
       return randomBytes(32)
-    case 'pglite-disk':
-      return loadOrCreateMasterKeyFile(join(resolve(dataDir), 'master.key'))
+    case 'pglite-disk': {
+      const path = join(resolve(dataDir), 'master.key')
+      try {
+        return loadOrCreateMasterKeyFile(path)
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException
+        throw new ConfigError(
+          `invalid setting dataDir (WRITEGATE_DATA_DIR): cannot use the generated master key ${path}: ${e.code ?? e.message}`,
+        )
+      }
+    }
     case 'postgres':
       throw new ConfigError(
         'invalid setting secrets.masterKeyFile (WRITEGATE_MASTER_KEY_FILE): required when database.url points at a Postgres server (generate one with `writegate keygen`)',

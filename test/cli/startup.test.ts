@@ -79,6 +79,22 @@ t.test('a database that cannot be opened names the setting in use: dataDir when 
     t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
   })
 
+  // The data directory itself a file, or its generated master key unreadable: dataDir is named too.
+  const notADir = join(mkdtempSync(join(tmpdir(), 'wg-cli-')), 'a-file')
+  writeFileSync(notADir, '')
+  const corrupt = mkdtempSync(join(tmpdir(), 'wg-cli-'))
+  writeFileSync(join(corrupt, 'master.key'), 'not a key')
+  for (const [dir, detail] of [
+    [notADir, /cannot use the generated master key .*a-file\/master\.key: (ENOTDIR|EEXIST)$/],
+    [corrupt, /cannot use the generated master key .*master\.key: expected 32 bytes/],
+  ] as const) {
+    const r = await run(['start'], { WRITEGATE_DATA_DIR: dir, WRITEGATE_PORT: '0' })
+    t.equal(r.code, 1, dir)
+    t.match(r.stderr, /^writegate: invalid setting dataDir \(WRITEGATE_DATA_DIR\): /)
+    t.match(r.stderr, detail)
+    t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
+  }
+
   // With a URL set, the URL is what is blamed.
   const keys = mkdtempSync(join(tmpdir(), 'wg-cli-'))
   t.equal((await run(['keygen', join(keys, 'master.key')], {})).code, 0)
