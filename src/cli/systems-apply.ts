@@ -28,7 +28,9 @@ export function apiTarget(options: Record<string, string | undefined>, env: Node
     throw new UsageError('--url (or WRITEGATE_URL): not a URL')
   }
   if (parsed.username || parsed.password)
-    throw new UsageError('--url (or WRITEGATE_URL): must not carry credentials (user:password@); the API key is the credential')
+    throw new UsageError(
+      '--url (or WRITEGATE_URL): must not carry credentials (user:password@); the API key is the credential',
+    )
   let apiKey: string | undefined
   const file = options['api-key-file']
   if (file !== undefined) {

@@ -220,6 +220,31 @@ export function standingOf(snap: CompiledSnapshot, keyId: string): Barred | null
   return null
 }
 
+/**
+ * The standing of a credential issued at `issuedAt` (an ALLOW token, a lease): barred as its
+ * key is now, or barred for good when its key, its principal or the tenant was revoked or
+ * disabled at or after its issue, even if reinstated since: contract §3, a token whose key or
+ * principal was revoked after issue is `revoked`. (Same-second revocations count as after.)
+ */
+export function standingSince(snap: CompiledSnapshot, keyId: string, issuedAt: number): Barred | null {
+  const now = standingOf(snap, keyId)
+  if (now) return now
+  const key = snap.raw.keys[keyId] as { principalId: string }
+  const lifted = snap.raw.roster.lifted
+  if (lifted) {
+    if (lifted.all !== null && lifted.all >= issuedAt)
+      return { reason: 'sponsor_revoked_tenant', provenance: 'revocation' }
+    if ((lifted.principals[key.principalId] ?? -1) >= issuedAt)
+      return { reason: 'sponsor_revoked_principal', provenance: 'revocation' }
+    if ((lifted.keys[keyId] ?? -1) >= issuedAt)
+      return { reason: 'sponsor_revoked_key', provenance: 'revocation' }
+  }
+  const disabledAt = snap.raw.principals[key.principalId]?.disabledAt
+  if (disabledAt != null && disabledAt >= issuedAt)
+    return { reason: 'principal_disabled', provenance: 'principal_inactive' }
+  return null
+}
+
 /** The final outcome once the commit has (or has not) consumed a grant. */
 export function settleGrant(
   evaluation: Exclude<Evaluation, { kind: 'unknown_verb' }>,

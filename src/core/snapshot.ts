@@ -10,6 +10,8 @@ export interface SnapshotPrincipal {
   name: string
   disabled: boolean
   deleted: boolean
+  /** When it was last disabled, enabled again or not: a credential issued before stays revoked. */
+  disabledAt?: number | null
 }
 
 export interface SnapshotKey {
@@ -33,6 +35,12 @@ export interface Roster {
   all: boolean
   principals: string[]
   keys: string[]
+  /**
+   * Revocations lifted since (reinstated): when each was made. A token or lease issued at or
+   * before it was outstanding at the kill switch, and stays revoked (contract §3). Absent in
+   * snapshots of earlier versions.
+   */
+  lifted?: { all: number | null; principals: Record<string, number>; keys: Record<string, number> }
 }
 
 /**

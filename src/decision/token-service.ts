@@ -25,7 +25,8 @@ export interface TokenService {
 
 /**
  * POST /v1/tokens/verify. Revocation is judged against the current snapshot, so a token
- * issued before a revoke verifies as `revoked` once the revoke has returned.
+ * issued before a revoke verifies as `revoked` once the revoke has returned, and stays so after
+ * a reinstate (it was outstanding when its key was revoked).
  */
 export function createTokenService(deps: {
   keyring: Keyring
@@ -42,7 +43,7 @@ export function createTokenService(deps: {
       if (c.exp <= nowSeconds(deps.clock)) return { valid: false, reason: 'expired' }
       // Judged under a snapshot the hot store confirms is current, so a token verifies as
       // revoked on every replica once the revoke has returned.
-      const standing = await deps.gate.standing(c.tid, c.kid)
+      const standing = await deps.gate.standing(c.tid, c.kid, c.iat)
       if (standing.kind === 'unavailable') fail(ERRORS.gateUnavailable)
       const revoked = standing.kind === 'barred'
       if (revoked) return { valid: false, reason: 'revoked' }

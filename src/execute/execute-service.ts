@@ -264,10 +264,15 @@ export function createExecuteService(deps: {
       // and the binding covers the method byte for byte, so any other is a lease_mismatch above.
 
       // 3. Standing, linearizable with the kill switch: the lease's key and the caller's key.
+      // The lease's is judged as of its issue: a revocation since bars it even if lifted again.
       const keyIds = [...new Set([lease.keyId, caller.keyId])]
       let standings: StandingResult[]
       try {
-        standings = await Promise.all(keyIds.map((k) => gate.standing(caller.tenantId, k)))
+        standings = await Promise.all(
+          keyIds.map((k) =>
+            gate.standing(caller.tenantId, k, k === lease.keyId ? lease.createdAt : undefined),
+          ),
+        )
       } catch {
         standings = [{ kind: 'unavailable', reason: 'store_unreachable' }]
       }

@@ -8,6 +8,7 @@ import {
   type Outcome,
   settleGrant,
   standingOf,
+  standingSince,
 } from '../core/evaluate.js'
 import { quotaPeriod, quotaResetsAt } from '../core/quota.js'
 import type { Reason } from '../core/reasons.js'
@@ -100,9 +101,11 @@ export interface Gate {
   decide<C>(req: GateRequest<C>, prediction?: Prediction<C> | null): Promise<GateResult<C>>
   /**
    * Is the key still allowed to act (not revoked, disabled, deleted or on the roster), judged
-   * under a snapshot the hot store confirms is current? No quota, no grant, no mode.
+   * under a snapshot the hot store confirms is current? No quota, no grant, no mode. With
+   * `issuedAt`, the standing of a credential issued then (a token, a lease), which a revocation
+   * since its issue bars for good, even once lifted.
    */
-  standing(tenantId: string, keyId: string): Promise<StandingResult>
+  standing(tenantId: string, keyId: string, issuedAt?: number): Promise<StandingResult>
   /** Undo a committed decision whose receipt could not be made durable (API path). */
   release<C>(req: GateRequest<C>, result: Extract<GateResult<C>, { kind: 'decided' }>): Promise<void>
 }
@@ -260,9 +263,9 @@ export function createGate(deps: {
       })
     },
 
-    standing(tenantId, keyId) {
+    standing(tenantId, keyId, issuedAt) {
       return underCurrentSnapshot<StandingResult>(tenantId, (snap) => {
-        const barred = standingOf(snap, keyId)
+        const barred = issuedAt === undefined ? standingOf(snap, keyId) : standingSince(snap, keyId, issuedAt)
         return {
           commit: { quota: null, grantCandidates: [] },
           settle: () =>

@@ -167,7 +167,7 @@ export function createPrincipalService(deps: {
           after = { ...after, name: patch.name }
         }
         if (patch.disabled !== undefined && patch.disabled !== before.disabled) {
-          await stores.principals.setDisabled(caller.tenantId, principalId, patch.disabled)
+          await stores.principals.setDisabled(caller.tenantId, principalId, patch.disabled, at)
           changes.disabled = { from: before.disabled, to: patch.disabled }
           after = { ...after, disabled: patch.disabled }
         }

@@ -114,7 +114,7 @@ export function createSponsorService(deps: {
       const at = nowSeconds(clock)
       const subject = await checkTarget(stores, caller.tenantId, target)
       if (kind === 'REVOKE') await stores.roster.add(caller.tenantId, target, reason, at)
-      else if (!(await stores.roster.remove(caller.tenantId, target)))
+      else if (!(await stores.roster.remove(caller.tenantId, target, at)))
         fail(ERRORS.notRevoked, { target: viewOf(target) })
       await audit.appendWith(stores, [
         draft({

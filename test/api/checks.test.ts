@@ -481,7 +481,30 @@ t.test('tokens: every verify reason', async (t) => {
   await api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
   t.same(await reason(t2), { valid: false, reason: 'revoked' }, 'revoked after issue')
   await api.post('/v1/reinstate', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
-  t.same((await reason(t2)).valid, true)
+  // Outstanding when its key was revoked, it stays revoked (contract §3); the key is back.
+  t.same(await reason(t2), { valid: false, reason: 'revoked' }, 'still revoked after the reinstate')
+  ;(clock as ManualClock).advance(1000)
+  t.same((await reason(await issue(second.body.apiKey))).valid, true, 'a token issued since is valid')
+  // The same for the whole tenant's kill switch, and a principal disabled and enabled again.
+  const t3 = await issue(second.body.apiKey)
+  await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
+  await api.post('/v1/reinstate', { all: true }, { bearer: o.sponsorToken })
+  t.same(await reason(t3), { valid: false, reason: 'revoked' }, 'after the tenant kill switch')
+  ;(clock as ManualClock).advance(1000)
+  const bot = await api.post('/v1/principals', { name: 'bot-for-tokens' }, { bearer: o.apiKey })
+  const botKey = await api.post(
+    '/v1/keys',
+    { email: o.email, scope: 'agent', principal_id: bot.body.principalId },
+    { bearer: o.apiKey },
+  )
+  const t4 = await issue(botKey.body.apiKey)
+  t.same((await reason(t4)).valid, true)
+  for (const disabled of [true, false])
+    t.equal(
+      (await api.patch(`/v1/principals/${bot.body.principalId}`, { disabled }, { bearer: o.apiKey })).status,
+      200,
+    )
+  t.same(await reason(t4), { valid: false, reason: 'revoked' }, 'after its principal was disabled')
   t.equal(
     (await api.post('/v1/tokens/verify', { token }, { bearer: o.sponsorToken })).status,
     401,

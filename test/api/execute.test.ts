@@ -264,10 +264,14 @@ t.test('every fail-closed reason: 200, a DENY receipt, and no upstream request',
     await s.api.post('/v1/revoke', { all: true }, { bearer: s.tenant.sponsorToken })
     await refuse(t, { ...refundRequest, token: tok.token }, 'revoked')
     await s.api.post('/v1/reinstate', { all: true }, { bearer: s.tenant.sponsorToken })
-    t.equal(
-      (await s.execute({ ...refundRequest, token: tok.token })).status,
-      200,
-      'reinstated: it goes through',
+    // Outstanding at the kill switch, the token stays revoked once it is lifted (contract §3).
+    await refuse(t, { ...refundRequest, token: tok.token }, 'revoked')
+    clock.advance(1000)
+    const fresh = await s.lease(refundRequest)
+    t.match(
+      (await s.execute({ ...refundRequest, token: fresh.token })).body,
+      { ok: true },
+      'reinstated: a token issued since goes through',
     )
   })
 

@@ -110,6 +110,24 @@ for (const kind of ALL_BACKENDS) {
       t.same(await s.keys.liveKeysOfPrincipal(a, p.id), [])
     })
 
+    t.test('roster: a lifted revocation is kept, lifted, and can be made again', async (t) => {
+      const a = await tenant()
+      const key = { kind: 'key' as const, id: 'key_1' }
+      t.equal(await s.roster.add(a, key, 'first', 10), true)
+      t.equal(await s.roster.add(a, key, 'second', 11), false, 'already on: the first reason stands')
+      t.same(await s.roster.list(a), [{ target: key, reason: 'first', revokedAt: 10 }])
+      t.equal(await s.roster.remove(a, key, 20), true)
+      t.equal(await s.roster.remove(a, key, 21), false, 'lifted already')
+      t.same(await s.roster.list(a), [], 'a lifted entry is not on the roster')
+      const [row] = await tdb.db.sql<{ revoked_at: number; lifted_at: number }[]>`
+        select revoked_at, lifted_at from revocations where tenant_id = ${a}`
+      t.same([Number(row?.revoked_at), Number(row?.lifted_at)], [10, 20], 'but kept, with both times')
+      t.equal(await s.roster.add(a, key, 'again', 30), true, 'revoked again')
+      t.same(await s.roster.list(a), [{ target: key, reason: 'again', revokedAt: 30 }])
+      t.equal(await s.roster.add(a, { kind: 'all' }, null, 40), true)
+      t.equal(await s.roster.remove(a, { kind: 'all' }, 41), true)
+    })
+
     t.test('invites: one per tenant, rotation replaces', async (t) => {
       const a = await tenant()
       await s.invites.rotate(a, `ih1-${a}`, 1, 100)

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { evaluate, settleGrant } from '../../src/core/evaluate.js'
+import { evaluate, settleGrant, standingOf, standingSince } from '../../src/core/evaluate.js'
 import {
   checkPolicyBody,
   foldLayers,
@@ -11,6 +11,7 @@ import {
 } from '../../src/core/policy-layers.js'
 import { CompiledSnapshot, type TenantSnapshot } from '../../src/core/snapshot.js'
 import { BUILTIN_VERBS, type CustomVerb, MODES, type Mode, Vocabulary } from '../../src/core/verbs.js'
+import { emptySnapshot } from '../helpers/snapshots.js'
 
 const mode = fc.constantFrom(...MODES)
 const customName = fc.stringMatching(/^[a-z][a-z0-9_]{0,6}\.[a-z][a-z0-9_]{0,6}$/)
@@ -453,5 +454,42 @@ t.test('a snapshot that has answered before answers as a fresh one would', async
     [...shared.keyViews.keys()],
     [input.keyId],
     'per-key folds are kept for keys the snapshot knows only: callers cannot grow them',
+  )
+})
+
+t.test('a credential outstanding at a revocation stays barred once it is lifted', async (t) => {
+  const base = emptySnapshot('ten_a', 1, 0)
+  const at = (extra: Partial<TenantSnapshot>) =>
+    new CompiledSnapshot({
+      ...base,
+      keys: { key_a: { principalId: 'prn_a', revoked: false, scope: 'agent' } },
+      principals: { prn_a: { name: 'a', disabled: false, deleted: false } },
+      ...extra,
+    })
+  const lifted = (l: Partial<NonNullable<TenantSnapshot['roster']['lifted']>>) =>
+    at({
+      roster: { all: false, principals: [], keys: [], lifted: { all: null, principals: {}, keys: {}, ...l } },
+    })
+  // Revoked at 100 (and lifted since): issued at 100 or before, barred; issued after, not.
+  for (const [name, snap, reason] of [
+    ['the key', lifted({ keys: { key_a: 100 } }), 'sponsor_revoked_key'],
+    ['its principal', lifted({ principals: { prn_a: 100 } }), 'sponsor_revoked_principal'],
+    ['the tenant', lifted({ all: 100 }), 'sponsor_revoked_tenant'],
+    [
+      'its principal disabled and enabled',
+      at({ principals: { prn_a: { name: 'a', disabled: false, deleted: false, disabledAt: 100 } } }),
+      'principal_disabled',
+    ],
+  ] as const) {
+    t.match(standingSince(snap, 'key_a', 99), { reason }, `${name}: issued before`)
+    t.match(standingSince(snap, 'key_a', 100), { reason }, `${name}: in the same second`)
+    t.equal(standingSince(snap, 'key_a', 101), null, `${name}: issued after`)
+    t.equal(standingOf(snap, 'key_a'), null, `${name}: the key itself is in good standing`)
+  }
+  t.equal(standingSince(at({}), 'key_a', 1), null, 'a snapshot of an earlier version: nothing lifted')
+  t.match(
+    standingSince(at({ roster: { all: true, principals: [], keys: [] } }), 'key_a', 500),
+    { reason: 'sponsor_revoked_tenant' },
+    'barred now bars whenever issued',
   )
 })

@@ -4,6 +4,7 @@ import * as m0003 from './0003-audit.js'
 import * as m0004 from './0004-actions.js'
 import * as m0005 from './0005-systems.js'
 import * as m0006 from './0006-portal-sessions.js'
+import * as m0007 from './0007-standing-history.js'
 
 export interface Migration {
   readonly version: number
@@ -19,4 +20,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 4, name: 'actions', up: m0004.up },
   { version: 5, name: 'systems', up: m0005.up },
   { version: 6, name: 'portal-sessions', up: m0006.up },
+  { version: 7, name: 'standing-history', up: m0007.up },
 ]

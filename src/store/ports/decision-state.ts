@@ -73,8 +73,11 @@ export interface RosterEntry {
 export interface RosterStore {
   /** False when the target is already on the roster (the first reason is kept). */
   add(tenantId: string, target: RosterTarget, reason: string | null, at: number): Promise<boolean>
-  /** False when the target was not on the roster. */
-  remove(tenantId: string, target: RosterTarget): Promise<boolean>
+  /**
+   * Lifts the target's revocation at `at`; false when it was not on the roster. The entry is
+   * kept, lifted, so credentials outstanding at the revocation stay revoked.
+   */
+  remove(tenantId: string, target: RosterTarget, at: number): Promise<boolean>
   list(tenantId: string): Promise<RosterEntry[]>
 }
 

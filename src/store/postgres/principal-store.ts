@@ -72,8 +72,10 @@ export function createPrincipalStore(sql: SqlHandle): PrincipalStore {
                              returning id`
       return rows.length === 1
     },
-    async setDisabled(tenantId, id, disabled) {
-      await sql`update principals set disabled = ${disabled} where tenant_id = ${tenantId} and id = ${id}`
+    async setDisabled(tenantId, id, disabled, at) {
+      await sql`update principals
+                set disabled = ${disabled}, disabled_at = case when ${disabled} then ${at} else disabled_at end
+                where tenant_id = ${tenantId} and id = ${id}`
     },
     async tombstone(tenantId, id, at) {
       await sql`update principals set deleted_at = ${at} where tenant_id = ${tenantId} and id = ${id}`

@@ -7,14 +7,19 @@ const idOf = (t: RosterTarget) => (t.kind === 'all' ? '' : t.id)
 export function createRosterStore(sql: SqlHandle): RosterStore {
   return {
     async add(tenantId, target, reason, at) {
+      // A lifted entry is revoked again; a live one keeps its first reason and time.
       const rows = await sql`insert into revocations (tenant_id, target_kind, target_id, reason, revoked_at)
                              values (${tenantId}, ${kindOf(target)}, ${idOf(target)}, ${reason}, ${at})
-                             on conflict do nothing returning tenant_id`
+                             on conflict (tenant_id, target_kind, target_id) do update
+                               set reason = excluded.reason, revoked_at = excluded.revoked_at, lifted_at = null
+                               where revocations.lifted_at is not null
+                             returning tenant_id`
       return rows.length === 1
     },
-    async remove(tenantId, target) {
-      const rows = await sql`delete from revocations
-                             where tenant_id = ${tenantId} and target_kind = ${kindOf(target)} and target_id = ${idOf(target)}
+    async remove(tenantId, target, at) {
+      const rows = await sql`update revocations set lifted_at = ${at}
+                             where tenant_id = ${tenantId} and target_kind = ${kindOf(target)}
+                               and target_id = ${idOf(target)} and lifted_at is null
                              returning tenant_id`
       return rows.length === 1
     },
@@ -28,7 +33,7 @@ export function createRosterStore(sql: SqlHandle): RosterStore {
         }[]
       >`
         select target_kind, target_id, reason, revoked_at from revocations
-        where tenant_id = ${tenantId} order by revoked_at, target_kind, target_id`
+        where tenant_id = ${tenantId} and lifted_at is null order by revoked_at, target_kind, target_id`
       return rows.map((r) => ({
         target: r.target_kind === 'all' ? { kind: 'all' as const } : { kind: r.target_kind, id: r.target_id },
         reason: r.reason,

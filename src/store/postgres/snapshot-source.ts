@@ -26,15 +26,30 @@ export function createSnapshotSource(db: Database): SnapshotSource {
         const verbs = await createVerbStore(tx).list(tenantId)
         const systems = await createSystemStore(tx).list(tenantId)
         const principals = await tx<
-          { id: string; name: string; disabled: boolean; deleted_at: number | null }[]
+          {
+            id: string
+            name: string
+            disabled: boolean
+            deleted_at: number | null
+            disabled_at: number | null
+          }[]
         >`
-          select id, name, disabled, deleted_at from principals where tenant_id = ${tenantId}`
+          select id, name, disabled, deleted_at, disabled_at from principals where tenant_id = ${tenantId}`
         const keys = await tx<
           { id: string; principal_id: string; revoked_at: number | null; scope: KeyScope }[]
         >`
           select id, principal_id, revoked_at, scope from api_keys where tenant_id = ${tenantId}`
-        const roster = await tx<{ target_kind: string; target_id: string }[]>`
-          select target_kind, target_id from revocations where tenant_id = ${tenantId}`
+        const rows = await tx<
+          { target_kind: string; target_id: string; revoked_at: number; lifted_at: number | null }[]
+        >`
+          select target_kind, target_id, revoked_at, lifted_at from revocations where tenant_id = ${tenantId}`
+        const roster = rows.filter((r) => r.lifted_at === null)
+        const lifted = rows.filter((r) => r.lifted_at !== null)
+        const liftedAll = lifted.find((r) => r.target_kind === 'all')
+        const liftedOf = (kind: string) =>
+          Object.fromEntries(
+            lifted.filter((r) => r.target_kind === kind).map((r) => [r.target_id, Number(r.revoked_at)]),
+          )
         const grants = await tx<
           {
             id: string
@@ -62,7 +77,12 @@ export function createSnapshotSource(db: Database): SnapshotSource {
           principals: Object.fromEntries(
             principals.map((p) => [
               p.id,
-              { name: p.name, disabled: p.disabled, deleted: p.deleted_at !== null },
+              {
+                name: p.name,
+                disabled: p.disabled,
+                deleted: p.deleted_at !== null,
+                disabledAt: p.disabled_at === null ? null : Number(p.disabled_at),
+              },
             ]),
           ),
           keys: Object.fromEntries(
@@ -75,6 +95,11 @@ export function createSnapshotSource(db: Database): SnapshotSource {
             all: roster.some((r) => r.target_kind === 'all'),
             principals: roster.filter((r) => r.target_kind === 'principal').map((r) => r.target_id),
             keys: roster.filter((r) => r.target_kind === 'key').map((r) => r.target_id),
+            lifted: {
+              all: liftedAll ? Number(liftedAll.revoked_at) : null,
+              principals: liftedOf('principal'),
+              keys: liftedOf('key'),
+            },
           },
           grants: grants.map(
             (g): SnapshotGrant => ({
