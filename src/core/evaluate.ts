@@ -223,8 +223,8 @@ export function standingOf(snap: CompiledSnapshot, keyId: string): Barred | null
 /**
  * The standing of a credential issued at `issuedAt` (an ALLOW token, a lease): barred as its
  * key is now, or barred for good when its key, its principal or the tenant was revoked or
- * disabled at or after its issue, even if reinstated since: contract §3, a token whose key or
- * principal was revoked after issue is `revoked`. (Same-second revocations count as after.)
+ * disabled after its issue, even if reinstated since: contract §3, a token whose key or
+ * principal was revoked after issue is `revoked`.
  */
 export function standingSince(snap: CompiledSnapshot, keyId: string, issuedAt: number): Barred | null {
   const now = standingOf(snap, keyId)
@@ -239,8 +239,8 @@ export function standingSince(snap: CompiledSnapshot, keyId: string, issuedAt: n
     if ((lifted.keys[keyId] ?? -1) >= issuedAt)
       return { reason: 'sponsor_revoked_key', provenance: 'revocation' }
   }
-  const disabledAt = snap.raw.principals[key.principalId]?.disabledAt
-  if (disabledAt != null && disabledAt >= issuedAt)
+  const disabled = snap.raw.principals[key.principalId]?.barredThrough
+  if (disabled != null && disabled >= issuedAt)
     return { reason: 'principal_disabled', provenance: 'principal_inactive' }
   return null
 }

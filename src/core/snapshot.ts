@@ -10,8 +10,11 @@ export interface SnapshotPrincipal {
   name: string
   disabled: boolean
   deleted: boolean
-  /** When it was last disabled, enabled again or not: a credential issued before stays revoked. */
-  disabledAt?: number | null
+  /**
+   * Enabled again after a disable: credentials issued up to this second (epoch seconds) were
+   * outstanding while it was disabled, and stay revoked. Absent in earlier versions' snapshots.
+   */
+  barredThrough?: number | null
 }
 
 export interface SnapshotKey {
@@ -36,8 +39,8 @@ export interface Roster {
   principals: string[]
   keys: string[]
   /**
-   * Revocations lifted since (reinstated): when each was made. A token or lease issued at or
-   * before it was outstanding at the kill switch, and stays revoked (contract §3). Absent in
+   * Revocations lifted since (reinstated): for each, the last second (epoch seconds) a credential
+   * issued then was outstanding at the kill switch, and stays revoked (contract §3). Absent in
    * snapshots of earlier versions.
    */
   lifted?: { all: number | null; principals: Record<string, number>; keys: Record<string, number> }

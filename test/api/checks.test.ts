@@ -477,20 +477,26 @@ t.test('tokens: every verify reason', async (t) => {
   t.same(await reason(token), { valid: false, reason: 'expired' })
   ;(clock as ManualClock).advance(-61_000)
   const second = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  // Each step a second apart: credentials are issued in whole seconds.
+  const tick = () => (clock as ManualClock).advance(1000)
   const t2 = await issue(second.body.apiKey)
+  tick()
   await api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
   t.same(await reason(t2), { valid: false, reason: 'revoked' }, 'revoked after issue')
+  tick()
   await api.post('/v1/reinstate', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
   // Outstanding when its key was revoked, it stays revoked (contract §3); the key is back.
   t.same(await reason(t2), { valid: false, reason: 'revoked' }, 'still revoked after the reinstate')
-  ;(clock as ManualClock).advance(1000)
   t.same((await reason(await issue(second.body.apiKey))).valid, true, 'a token issued since is valid')
   // The same for the whole tenant's kill switch, and a principal disabled and enabled again.
+  tick()
   const t3 = await issue(second.body.apiKey)
+  tick()
   await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
+  tick()
   await api.post('/v1/reinstate', { all: true }, { bearer: o.sponsorToken })
   t.same(await reason(t3), { valid: false, reason: 'revoked' }, 'after the tenant kill switch')
-  ;(clock as ManualClock).advance(1000)
+  tick()
   const bot = await api.post('/v1/principals', { name: 'bot-for-tokens' }, { bearer: o.apiKey })
   const botKey = await api.post(
     '/v1/keys',
@@ -499,12 +505,22 @@ t.test('tokens: every verify reason', async (t) => {
   )
   const t4 = await issue(botKey.body.apiKey)
   t.same((await reason(t4)).valid, true)
-  for (const disabled of [true, false])
+  for (const disabled of [true, false]) {
+    tick()
     t.equal(
       (await api.patch(`/v1/principals/${bot.body.principalId}`, { disabled }, { bearer: o.apiKey })).status,
       200,
     )
+  }
   t.same(await reason(t4), { valid: false, reason: 'revoked' }, 'after its principal was disabled')
+  t.same((await reason(await issue(botKey.body.apiKey))).valid, true, 'its key works again')
+  // Revoked and reinstated in one second: a token of that second cannot be told from one issued
+  // just after the lift, and is let be (the key could issue none in between).
+  tick()
+  const t5 = await issue(second.body.apiKey)
+  await api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  await api.post('/v1/reinstate', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  t.same((await reason(t5)).valid, true, 'a revocation lifted in its own second')
   t.equal(
     (await api.post('/v1/tokens/verify', { token }, { bearer: o.sponsorToken })).status,
     401,

@@ -261,8 +261,10 @@ t.test('every fail-closed reason: 200, a DENY receipt, and no upstream request',
 
     // The whole tenant, with a token.
     const tok = await s.lease(refundRequest)
+    clock.advance(1000)
     await s.api.post('/v1/revoke', { all: true }, { bearer: s.tenant.sponsorToken })
     await refuse(t, { ...refundRequest, token: tok.token }, 'revoked')
+    clock.advance(1000)
     await s.api.post('/v1/reinstate', { all: true }, { bearer: s.tenant.sponsorToken })
     // Outstanding at the kill switch, the token stays revoked once it is lifted (contract §3).
     await refuse(t, { ...refundRequest, token: tok.token }, 'revoked')

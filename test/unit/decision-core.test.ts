@@ -470,19 +470,19 @@ t.test('a credential outstanding at a revocation stays barred once it is lifted'
     at({
       roster: { all: false, principals: [], keys: [], lifted: { all: null, principals: {}, keys: {}, ...l } },
     })
-  // Revoked at 100 (and lifted since): issued at 100 or before, barred; issued after, not.
+  // Outstanding at a revocation through second 100 (lifted since): issued then or before, barred.
   for (const [name, snap, reason] of [
     ['the key', lifted({ keys: { key_a: 100 } }), 'sponsor_revoked_key'],
     ['its principal', lifted({ principals: { prn_a: 100 } }), 'sponsor_revoked_principal'],
     ['the tenant', lifted({ all: 100 }), 'sponsor_revoked_tenant'],
     [
       'its principal disabled and enabled',
-      at({ principals: { prn_a: { name: 'a', disabled: false, deleted: false, disabledAt: 100 } } }),
+      at({ principals: { prn_a: { name: 'a', disabled: false, deleted: false, barredThrough: 100 } } }),
       'principal_disabled',
     ],
   ] as const) {
     t.match(standingSince(snap, 'key_a', 99), { reason }, `${name}: issued before`)
-    t.match(standingSince(snap, 'key_a', 100), { reason }, `${name}: in the same second`)
+    t.match(standingSince(snap, 'key_a', 100), { reason }, `${name}: in its last second`)
     t.equal(standingSince(snap, 'key_a', 101), null, `${name}: issued after`)
     t.equal(standingOf(snap, 'key_a'), null, `${name}: the key itself is in good standing`)
   }

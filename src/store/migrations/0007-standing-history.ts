@@ -1,9 +1,11 @@
 /**
  * What a credential outstanding at a revocation needs to stay dead after a reinstate (contract
  * §3: a token whose key or principal was revoked after issue is `revoked`): a lifted roster entry
- * is kept, with when it was lifted, and a principal remembers when it was last disabled.
+ * is kept, with when it was lifted, and a principal remembers when it was last disabled and
+ * enabled.
  */
 export const up = /* sql */ `
 alter table revocations add column lifted_at bigint;
 alter table principals add column disabled_at bigint;
+alter table principals add column enabled_at bigint;
 `

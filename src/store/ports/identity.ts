@@ -40,7 +40,7 @@ export interface PrincipalStore {
   keyCount(principalId: string): Promise<number>
   /** Returns false when the new name collides with another live principal. Caller holds the tenant lock. */
   rename(tenantId: string, id: string, name: string): Promise<boolean>
-  /** Disabling at `at` is remembered after an enable: what the principal held then stays revoked. */
+  /** When it was disabled and enabled is remembered: what the principal held then stays revoked. */
   setDisabled(tenantId: string, id: string, disabled: boolean, at: number): Promise<void>
   tombstone(tenantId: string, id: string, at: number): Promise<void>
 }

@@ -74,7 +74,9 @@ export function createPrincipalStore(sql: SqlHandle): PrincipalStore {
     },
     async setDisabled(tenantId, id, disabled, at) {
       await sql`update principals
-                set disabled = ${disabled}, disabled_at = case when ${disabled} then ${at} else disabled_at end
+                set disabled = ${disabled},
+                    disabled_at = case when ${disabled} then ${at} else disabled_at end,
+                    enabled_at = case when ${disabled} then enabled_at else ${at} end
                 where tenant_id = ${tenantId} and id = ${id}`
     },
     async tombstone(tenantId, id, at) {

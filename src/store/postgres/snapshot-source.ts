@@ -12,6 +12,16 @@ import { createVerbStore } from './verb-store.js'
  * Builds a tenant's snapshot from the system of record in one REPEATABLE READ
  * transaction, so every part is read as of one commit and matches the version read.
  */
+/**
+ * The last second whose credentials were outstanding at a revocation (or disable) made at `from`
+ * and lifted at `to`. Credentials are issued in whole seconds: one issued in the second of the
+ * revocation is barred, unless the lift came in that same second too, when it cannot be told
+ * from one issued just after the lift (and is let be: nothing could be issued in between).
+ */
+function barredThrough(from: number, to: number): number {
+  return from < to ? from : from - 1
+}
+
 export function createSnapshotSource(db: Database): SnapshotSource {
   const { sql } = db
   return {
@@ -32,9 +42,11 @@ export function createSnapshotSource(db: Database): SnapshotSource {
             disabled: boolean
             deleted_at: number | null
             disabled_at: number | null
+            enabled_at: number | null
           }[]
         >`
-          select id, name, disabled, deleted_at, disabled_at from principals where tenant_id = ${tenantId}`
+          select id, name, disabled, deleted_at, disabled_at, enabled_at from principals
+          where tenant_id = ${tenantId}`
         const keys = await tx<
           { id: string; principal_id: string; revoked_at: number | null; scope: KeyScope }[]
         >`
@@ -45,10 +57,12 @@ export function createSnapshotSource(db: Database): SnapshotSource {
           select target_kind, target_id, revoked_at, lifted_at from revocations where tenant_id = ${tenantId}`
         const roster = rows.filter((r) => r.lifted_at === null)
         const lifted = rows.filter((r) => r.lifted_at !== null)
+        const through = (r: (typeof lifted)[number]) =>
+          barredThrough(Number(r.revoked_at), Number(r.lifted_at))
         const liftedAll = lifted.find((r) => r.target_kind === 'all')
         const liftedOf = (kind: string) =>
           Object.fromEntries(
-            lifted.filter((r) => r.target_kind === kind).map((r) => [r.target_id, Number(r.revoked_at)]),
+            lifted.filter((r) => r.target_kind === kind).map((r) => [r.target_id, through(r)]),
           )
         const grants = await tx<
           {
@@ -81,7 +95,10 @@ export function createSnapshotSource(db: Database): SnapshotSource {
                 name: p.name,
                 disabled: p.disabled,
                 deleted: p.deleted_at !== null,
-                disabledAt: p.disabled_at === null ? null : Number(p.disabled_at),
+                barredThrough:
+                  p.disabled_at === null || p.enabled_at === null
+                    ? null
+                    : barredThrough(Number(p.disabled_at), Number(p.enabled_at)),
               },
             ]),
           ),
@@ -96,7 +113,7 @@ export function createSnapshotSource(db: Database): SnapshotSource {
             principals: roster.filter((r) => r.target_kind === 'principal').map((r) => r.target_id),
             keys: roster.filter((r) => r.target_kind === 'key').map((r) => r.target_id),
             lifted: {
-              all: liftedAll ? Number(liftedAll.revoked_at) : null,
+              all: liftedAll ? through(liftedAll) : null,
               principals: liftedOf('principal'),
               keys: liftedOf('key'),
             },
