@@ -157,7 +157,8 @@ export const settingsSchema = z
         port: port.default(8080),
         /** Client IPs are the socket address unless the peer is one of these (X-Forwarded-For is then honoured). */
         trustProxy: z.array(trustEntry).default([]),
-        publicUrl: z.url().optional(),
+        /** Where clients reach the API (links in badges and exports): an http(s) URL, never `javascript:`. */
+        publicUrl: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' }).optional(),
       })
       .strict()
       .prefault({}),
@@ -213,6 +214,10 @@ export const settingsSchema = z
           .strict()
           .refine((t) => (t.caCertFile === undefined) === (t.caKeyFile === undefined), {
             message: 'set both caCertFile and caKeyFile, or neither',
+          })
+          .refine((t) => t.port === undefined || t.caCertFile !== undefined, {
+            message: 'the TLS port needs the interception CA: set proxy.tls.caCertFile and caKeyFile',
+            path: ['port'],
           })
           .prefault({}),
       })

@@ -79,6 +79,14 @@ t.test('a bad value stops start-up with one line naming the setting', async (t) 
       { WRITEGATE_CONFIG: file('ok4b.yaml', ''), WRITEGATE_REDIS_URL: 'redis://:hunter2@[nope/' },
       /^invalid setting redis\.url \(WRITEGATE_REDIS_URL\): expected a valid URL: redis:\/\/… or rediss:\/\/…$/,
     ],
+    [
+      { WRITEGATE_CONFIG: file('js.yaml', ''), WRITEGATE_PUBLIC_URL: 'javascript:alert(1)' },
+      /^invalid setting server\.publicUrl \(WRITEGATE_PUBLIC_URL\): expected an http:\/\/ or https:\/\/ URL/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('tlsport.yaml', ''), WRITEGATE_PROXY_TLS_PORT: '15443' },
+      /^invalid setting proxy\.tls\.port \(WRITEGATE_PROXY_TLS_PORT\): the TLS port needs the interception CA/,
+    ],
     // A section given as one value, or a credential-shaped value anywhere: never echoed.
     [
       { WRITEGATE_CONFIG: file('section.yaml', 'database: postgres://admin:S3cretPW@db:5432/wg\n') },
