@@ -44,6 +44,15 @@ const LOG_LEVEL = { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 const PORT = { minimum: 1, maximum: 65535 }
 const INT_OR_PERCENT = { type: ['integer', 'string'], pattern: '^[0-9]+%$' }
 const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
+// The shapes the settings schema (src/config/schema.ts) accepts, so helm refuses what would
+// otherwise install and crash-loop. An IPv4 or IPv6 address, with a prefix length for a CIDR.
+const IP = '([0-9]{1,3}(\\.[0-9]{1,3}){3}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)'
+const CIDR = { type: 'string', pattern: `^${IP}/[0-9]{1,3}$` }
+const TRUSTED = { type: 'string', pattern: `^(loopback|linklocal|uniquelocal|${IP}(/[0-9]{1,3})?)$` }
+const OBJECT_NAME = {
+  maxLength: 253,
+  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+}
 
 /** Constraints that a default value cannot show. */
 const CONSTRAINTS: Record<string, Schema> = {
@@ -71,9 +80,11 @@ const CONSTRAINTS: Record<string, Schema> = {
   'injector.proxy.metricsPort': PORT,
   'injector.proxy.logLevel': LOG_LEVEL,
   'injector.enforce.excludeOutboundPorts': { items: { type: 'integer', ...PORT } },
-  'injector.enforce.excludeOutboundCidrs': { items: { type: 'string' } },
-  'injector.proxy.noProxy': { items: { type: 'string' } },
-  'controlPlane.trustProxy': { items: { type: 'string' } },
+  'injector.enforce.excludeOutboundCidrs': { items: CIDR },
+  'injector.proxy.noProxy': { items: { type: 'string', pattern: '^[A-Za-z0-9.*:/_-]+$' } },
+  'injector.proxy.routesKey': { pattern: '^[-._a-zA-Z0-9]+$' },
+  'injector.defaults.proxySecret': OBJECT_NAME,
+  'controlPlane.trustProxy': { items: TRUSTED },
   'postgresql.persistence.size': QUANTITY,
   'redis.persistence.size': QUANTITY,
   'redis.appendfsync': { enum: ['always', 'everysec', 'no'] },

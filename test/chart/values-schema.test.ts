@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Ajv } from 'ajv'
 import t from 'tap'
 import { parse as parseYaml } from 'yaml'
 import { CHART_DIR, generate, renderTable, TABLE_END, TABLE_START } from '../../scripts/gen-values-schema.js'
@@ -62,4 +63,30 @@ t.test('the generator reads types, comments and constraints', async (t) => {
     }
   }
   walk(parseYaml(valuesText), generated.schema, '')
+})
+
+t.test('the chart refuses, as the settings do, values that would install and crash-loop', async (t) => {
+  const ajv = new Ajv({ allErrors: true, strict: false })
+  const valid = ajv.compile(JSON.parse(readFileSync(join(CHART_DIR, 'values.schema.json'), 'utf8')))
+  const defaults = parseYaml(valuesText) as Record<string, Record<string, Record<string, unknown>>>
+  t.ok(valid(defaults), JSON.stringify(valid.errors))
+  const withValue = (path: string[], value: unknown) => {
+    const copy = structuredClone(defaults) as Record<string, unknown>
+    let node = copy
+    for (const p of path.slice(0, -1)) node = node[p] as Record<string, unknown>
+    node[path.at(-1) as string] = value
+    return copy
+  }
+  // A list value, or (the last two) one string: each with a value the settings take and one they refuse.
+  const cases: [string[], unknown, unknown][] = [
+    [['controlPlane', 'trustProxy'], ['10.0.0.0/8', 'loopback', '::1'], ['my ingress']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.1/32', 'fd00::/8'], ['10.96.0.1']],
+    [['injector', 'proxy', 'noProxy'], ['.svc.cluster.local', '10.0.0.0/8'], ['a b']],
+    [['injector', 'proxy', 'routesKey'], 'systems.yaml', '../x y'],
+    [['injector', 'defaults', 'proxySecret'], 'writegate-proxy', 'Writegate_Proxy'],
+  ]
+  for (const [path, good, bad] of cases) {
+    t.ok(valid(withValue(path, good)), `${path.join('.')}: accepted`)
+    t.notOk(valid(withValue(path, bad)), `${path.join('.')}: refused`)
+  }
 })
