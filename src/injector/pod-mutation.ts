@@ -1,3 +1,4 @@
+import { canonicalJson } from '../core/jcs.js'
 import {
   type AnnotationDefaults,
   INJECTED_LABEL,
@@ -59,32 +60,33 @@ function secretsOfVolume(v: Volume): string[] {
   return names
 }
 
+const PROBES = ['livenessProbe', 'readinessProbe', 'startupProbe'] as const
+
 /**
- * What makes a container the one the injector builds, as the API server sends it back (its
- * defaults, such as a fieldRef's apiVersion or terminationMessagePath, filled in and ignored).
+ * A container as the API server sends it back: with the defaults it fills in (Kubernetes'
+ * SetDefaults_Container, _Probe, _ContainerPort, _ObjectFieldSelector) on a copy.
  */
-function fingerprint(c: Container): string {
-  const env = (c.env ?? []).map((e) => {
-    const from = e.valueFrom as
-      | { secretKeyRef?: { name?: unknown; key?: unknown }; fieldRef?: { fieldPath?: unknown } }
-      | undefined
-    return [
-      e.name,
-      e.value ?? null,
-      from?.secretKeyRef ? `secret:${from.secretKeyRef.name}/${from.secretKeyRef.key}` : null,
-      from?.fieldRef ? `field:${from.fieldRef.fieldPath}` : null,
-    ]
-  })
-  return JSON.stringify([
-    c.image,
-    c.command ?? null,
-    c.args ?? null,
-    c.securityContext ?? null,
-    c.restartPolicy ?? null,
-    env,
-    (c.envFrom ?? []).map((f) => [f.secretRef?.name ?? null, f.configMapRef?.name ?? null, f.prefix ?? null]),
-    (c.volumeMounts ?? []).map((m) => [m.name, m.mountPath, m.readOnly ?? false]),
-  ])
+function withServerDefaults(container: Container): Record<string, unknown> {
+  const c = structuredClone(container) as Record<string, unknown> & Container
+  c.terminationMessagePath ??= '/dev/termination-log'
+  c.terminationMessagePolicy ??= 'File'
+  c.imagePullPolicy ??= /:latest$|^[^:@]*$/.test(c.image ?? '') ? 'Always' : 'IfNotPresent'
+  for (const name of PROBES) {
+    const p = c[name] as Record<string, unknown> | undefined
+    if (!p) continue
+    p.timeoutSeconds ??= 1
+    p.periodSeconds ??= 10
+    p.successThreshold ??= 1
+    p.failureThreshold ??= 3
+    const http = p.httpGet as Record<string, unknown> | undefined
+    if (http) http.scheme ??= 'HTTP'
+  }
+  for (const port of (c.ports ?? []) as unknown as Record<string, unknown>[]) port.protocol ??= 'TCP'
+  for (const e of c.env ?? []) {
+    const ref = (e.valueFrom as { fieldRef?: Record<string, unknown> } | undefined)?.fieldRef
+    if (ref) ref.apiVersion ??= 'v1'
+  }
+  return c
 }
 
 /**
@@ -99,7 +101,8 @@ function impostor(pod: Pod, req: InjectionRequest, opts: InjectorOptions): strin
   for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
     if (c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER) continue
     const want = expected.get(c.name)
-    if (!want || fingerprint(c) !== fingerprint(want))
+    // All of it, key order aside: a lifecycle hook or an exec probe would run as the proxy too.
+    if (!want || canonicalJson(withServerDefaults(c)) !== canonicalJson(withServerDefaults(want)))
       return `container ${c.name} has a name reserved for writegate but is not the container it injects`
   }
   return undefined

@@ -202,6 +202,59 @@ t.test('idempotent: a pod that was injected gets an empty patch', async (t) => {
   t.equal((r.body as AdmissionResponseBody).response.patch, undefined, 'no patch at all')
 })
 
+t.test("an injected pod is known whatever the order of its containers' keys", async (t) => {
+  // The API server writes objects in Go struct order, not the injector's.
+  const reversed = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(reversed)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.entries(v)
+              .reverse()
+              .map(([k, x]) => [k, reversed(x)]),
+          )
+        : v
+  const review = fixture('review-injected-pod.json')
+  const spec = review.request.object.spec
+  for (const list of [spec.containers, spec.initContainers ?? []])
+    list.forEach((c: Container, i: number) => {
+      if (c.name === 'writegate-proxy') list[i] = reversed(c)
+    })
+  const r = answerReview(review, opts)
+  t.equal((r.body as AdmissionResponseBody).response.allowed, true)
+  t.equal((r.body as AdmissionResponseBody).response.patch, undefined, 'nothing to do')
+})
+
+t.test('a reserved-name container that differs from the injected one in anything is refused', async (t) => {
+  const edits: [string, (c: Record<string, unknown>) => void][] = [
+    [
+      'a postStart hook (it would run as UID 1337)',
+      (c) => (c.lifecycle = { postStart: { exec: { command: ['sh', '-c', 'curl evil'] } } }),
+    ],
+    ['an exec startup probe', (c) => (c.startupProbe = { exec: { command: ['node', '-e', '1'] } })],
+    ['another working directory', (c) => (c.workingDir = '/tmp')],
+    [
+      'one more variable',
+      (c) => (c.env as unknown[]).push({ name: 'WRITEGATE_PROXY_PASSTHROUGH', value: '*' }),
+    ],
+  ]
+  for (const [name, edit] of edits) {
+    const review = fixture('review-injected-pod.json')
+    const spec = review.request.object.spec
+    const proxy = [...spec.containers, ...(spec.initContainers ?? [])].find(
+      (c: Container) => c.name === 'writegate-proxy',
+    )
+    edit(proxy)
+    const body = answerReview(review, opts).body as AdmissionResponseBody
+    t.equal(body.response.allowed, false, name)
+    t.match(
+      body.response.status?.message,
+      /container writegate-proxy has a name reserved for writegate/,
+      name,
+    )
+  }
+})
+
 t.test('a container added after injection (by another webhook) still gets the proxy variables', async (t) => {
   const review = fixture('review-annotated-pod.json')
   const pod = applyJsonPatch(review.request.object as Pod, patchOf(answerReview(review, opts).body))
