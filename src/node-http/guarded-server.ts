@@ -100,15 +100,20 @@ export function guardServer<S extends HttpServer | HttpsServer>(
   logger: Logger,
   opts: { clientErrors?: boolean; connect?: 'refused' | 'handled' } = {},
 ): S {
-  // Node's own Host check answers 400 with no body; the handlers are wrapped to answer it instead.
+  // Node's own Host check answers 400 with no body. It is answered here instead, before any
+  // listener sees the request: 'request' and 'checkContinue' alike, whenever they were added.
   ;(server as { requireHostHeader?: boolean }).requireHostHeader = false
-  const handlers = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[]
-  server.removeAllListeners('request')
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1)
-      return refuse(res, ERRORS.invalidRequest, 'an HTTP/1.1 request needs a Host header')
-    for (const handle of handlers) handle.call(server, req, res)
-  })
+  const emit = server.emit.bind(server) as (event: string | symbol, ...args: unknown[]) => boolean
+  server.emit = ((event: string | symbol, ...args: unknown[]) => {
+    if (event === 'request' || event === 'checkContinue') {
+      const req = args[0] as IncomingMessage
+      if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+        refuse(args[1] as ServerResponse, ERRORS.invalidRequest, 'an HTTP/1.1 request needs a Host header')
+        return true
+      }
+    }
+    return emit(event, ...args)
+  }) as S['emit']
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) =>
     refuse(res, ERRORS.expectationFailed),
   )

@@ -73,6 +73,11 @@ t.test('what Node answers with an empty body is answered in the registry shape',
       { connect },
     )
     if (connect === 'handled') server.on('connect', (_req, socket) => socket.end('HTTP/1.1 299 Mine\r\n\r\n'))
+    // Added after the guard, as gate-proxy adds its own: the Host check still comes first.
+    server.on('checkContinue', (req, res) => {
+      served.push(`continue ${req.headers.host ?? '(no host)'}`)
+      res.end('ok')
+    })
     server.listen(0, '127.0.0.1')
     await once(server, 'listening')
     t.teardown(() => server.close())
@@ -83,6 +88,11 @@ t.test('what Node answers with an empty body is answered in the registry shape',
   const noHost = await exchange(port, 'GET / HTTP/1.1\r\n\r\n')
   t.match(noHost, /^HTTP\/1\.1 400 Bad Request\r\n/)
   t.match(noHost, /\{"error":"an HTTP\/1\.1 request needs a Host header","code":"invalid_request"\}$/)
+  const noHostContinue = await exchange(
+    port,
+    'POST / HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: 2\r\n\r\n',
+  )
+  t.match(noHostContinue, /^HTTP\/1\.1 400 Bad Request\r\n/, 'with Expect: 100-continue too')
   const old = await exchange(port, 'GET / HTTP/1.0\r\n\r\n')
   t.match(old, /^HTTP\/1\.1 200 OK\r\n/, 'HTTP/1.0 needs none')
 
