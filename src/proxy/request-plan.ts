@@ -52,8 +52,14 @@ export function systemOf(
   target: ParsedTarget,
 ): CompiledSystem | undefined {
   if (target.mode === 'reverse') return snap.system(target.systemId) ?? local.byId(target.systemId)
-  const fits = (s: CompiledSystem) =>
-    target.port === null || target.port === 80 || target.port === 443 || target.port === defaultPort(s.record)
+  // A tunnel was opened (its certificate minted) for one https origin: no other system's.
+  const fits = target.tunnel
+    ? (s: CompiledSystem) => s.record.upstream.startsWith('https:') && defaultPort(s.record) === target.port
+    : (s: CompiledSystem) =>
+        target.port === null ||
+        target.port === 80 ||
+        target.port === 443 ||
+        target.port === defaultPort(s.record)
   return snap.systemsOnHost(target.hostname).find(fits) ?? local.onHost(target.hostname).find(fits)
 }
 

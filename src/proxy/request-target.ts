@@ -11,7 +11,15 @@ export type RefusedTarget = { ok: false; def: ErrorDef; error: string }
 /** Which system a request names (by id or by upstream host) and the upstream path, before any system is looked up. */
 export type ParsedTarget =
   | { ok: true; mode: 'reverse'; systemId: string; path: string }
-  | { ok: true; mode: 'forward' | 'transparent'; hostname: string; port: number | null; path: string }
+  | {
+      ok: true
+      mode: 'forward' | 'transparent'
+      hostname: string
+      port: number | null
+      path: string
+      /** Inside an intercepted tunnel: only an https system at exactly `port` is this request's. */
+      tunnel?: true
+    }
 
 /** A refusal from the error registry: its code and status, and its text unless a more precise one is given. */
 export function refused(def: ErrorDef, error: string = def.message): RefusedTarget {
@@ -77,6 +85,10 @@ export function parseTarget(
       parsed = { ok: true, mode: 'transparent', hostname, port, path: raw }
     }
   }
+  // In a tunnel the authority is the tunnel's, already checked against the Host or the target;
+  // on the TLS port (which knows no port, only the SNI) the Host's port, else 443, names it.
+  if (tunnel !== undefined && parsed.mode !== 'reverse')
+    parsed = { ...parsed, port: tunnel.port ?? parsed.port ?? 443, tunnel: true }
   const problem = unsafePathProblem(parsed.path)
   if (problem) return refused(ERRORS.unsafePath, `refused path: ${problem}`)
   if (carriesMethodOverride(parsed.path)) return refused(ERRORS.methodOverride)

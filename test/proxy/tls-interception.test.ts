@@ -68,9 +68,19 @@ t.test('HTTPS writes through TLS interception', async (t) => {
     { method: 'POST' as const, path: '/v1/wipe', verb: 'repo.delete' },
   ]
   const bench = await startBillingProxy(t, {
-    systems: () => ({
+    systems: (origin) => ({
       passthrough: [],
       systems: [
+        // Plain http on the same host name: never what a tunnel (minted for https) reaches.
+        {
+          systemId: 'sys_plain',
+          kind: 'http' as const,
+          upstream: `http://localhost:${new URL(origin).port}`,
+          credential,
+          reads: 'pass',
+          routes,
+          tools: [],
+        },
         {
           systemId: 'sys_billing',
           kind: 'http' as const,
@@ -231,6 +241,18 @@ except urllib.error.HTTPError as e:
       'no SNI: no certificate, no session',
     )
     t.equal(upstream.received.length, before + 1)
+    // The TLS port knows only the SNI (localhost): a Host naming the http system's port must
+    // not make the tunnel that system's, in plain text upstream.
+    const plainPort = new URL(bench.upstream.origin).port
+    const plainBefore = bench.upstream.received.length
+    const plain = await curlTransparent(
+      `localhost:${plainPort}:127.0.0.1:${tlsPort}`,
+      caFile,
+      `https://localhost:${plainPort}/v1/checks`,
+      '{"amount":7}',
+    )
+    t.equal(status(plain), 403, 'no https system there: not enrolled')
+    t.equal(bench.upstream.received.length, plainBefore, 'nothing went out in plain text')
   })
 
   t.test(
