@@ -514,6 +514,13 @@ t.test('tokens: every verify reason', async (t) => {
   }
   t.same(await reason(t4), { valid: false, reason: 'revoked' }, 'after its principal was disabled')
   t.same((await reason(await issue(botKey.body.apiKey))).valid, true, 'its key works again')
+  // Issued in the second of the revocation, lifted a second later: outstanding, so revoked.
+  tick()
+  const t6 = await issue(second.body.apiKey)
+  await api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  tick()
+  await api.post('/v1/reinstate', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+  t.same(await reason(t6), { valid: false, reason: 'revoked' }, 'issued in the second of the revocation')
   // Revoked and reinstated in one second: a token of that second cannot be told from one issued
   // just after the lift, and is let be (the key could issue none in between).
   tick()

@@ -8,4 +8,6 @@ export const up = /* sql */ `
 alter table revocations add column lifted_at bigint;
 alter table principals add column disabled_at bigint;
 alter table principals add column enabled_at bigint;
+-- Disabled before this migration: disabled as of now, so an enable later still bars what it held.
+update principals set disabled_at = extract(epoch from now())::bigint where disabled;
 `
