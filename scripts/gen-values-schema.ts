@@ -46,9 +46,17 @@ const INT_OR_PERCENT = { type: ['integer', 'string'], pattern: '^[0-9]+%$' }
 const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
 // The shapes the settings schema (src/config/schema.ts) accepts, so helm refuses what would
 // otherwise install and crash-loop. An IPv4 or IPv6 address, with a prefix length for a CIDR.
-const IP = '([0-9]{1,3}(\\.[0-9]{1,3}){3}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)'
-const CIDR = { type: 'string', pattern: `^${IP}/[0-9]{1,3}$` }
-const TRUSTED = { type: 'string', pattern: `^(loopback|linklocal|uniquelocal|${IP}(/[0-9]{1,3})?)$` }
+const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
+const IPV4 = `${OCTET}(\\.${OCTET}){3}`
+const IPV6 = '[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*'
+const PREFIX4 = '(3[0-2]|[12]?[0-9])'
+const PREFIX6 = '(12[0-8]|1[01][0-9]|[1-9]?[0-9])'
+const CIDR = { type: 'string', pattern: `^(${IPV4}/${PREFIX4}|${IPV6}/${PREFIX6})$` }
+// trustProxy: no /0 (proxy-addr refuses to trust everyone).
+const TRUSTED = {
+  type: 'string',
+  pattern: `^(loopback|linklocal|uniquelocal|${IPV4}(/(3[0-2]|[12][0-9]|[1-9]))?|${IPV6}(/(12[0-8]|1[01][0-9]|[1-9][0-9]?))?)$`,
+}
 const OBJECT_NAME = {
   maxLength: 253,
   pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',

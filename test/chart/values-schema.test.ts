@@ -80,7 +80,10 @@ t.test('the chart refuses, as the settings do, values that would install and cra
   // A list value, or (the last two) one string: each with a value the settings take and one they refuse.
   const cases: [string[], unknown, unknown][] = [
     [['controlPlane', 'trustProxy'], ['10.0.0.0/8', 'loopback', '::1'], ['my ingress']],
+    [['controlPlane', 'trustProxy'], ['fd00::/8'], ['0.0.0.0/0']],
+    [['controlPlane', 'trustProxy'], ['192.168.0.1'], ['999.1.1.1']],
     [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.1/32', 'fd00::/8'], ['10.96.0.1']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['0.0.0.0/0'], ['10.0.0.0/99']],
     [['injector', 'proxy', 'noProxy'], ['.svc.cluster.local', '10.0.0.0/8'], ['a b']],
     [['injector', 'proxy', 'routesKey'], 'systems.yaml', '../x y'],
     [['injector', 'defaults', 'proxySecret'], 'writegate-proxy', 'Writegate_Proxy'],
