@@ -15,6 +15,10 @@ const billing = (over: Record<string, unknown> = {}) => ({
   ...over,
 })
 
+/** The billing system with one tool whose params schema is `params`. */
+const withParams = (params: Record<string, unknown>) =>
+  billing({ tools: [{ name: 'bad', verb: 'verify', method: 'POST', pathTemplate: '/x', params }] })
+
 for (const kind of API_BACKENDS) {
   t.test(`enrolled systems as a resource on ${kind}`, async (t) => {
     const { api, cp } = await startControlPlane(t, kind, {
@@ -169,34 +173,14 @@ for (const kind of API_BACKENDS) {
         ],
         [billing({ tenantId: 'ten_other' }), 400, 'invalid_request', /tenantId/],
         [
-          billing({
-            tools: [
-              {
-                name: 'bad',
-                verb: 'verify',
-                method: 'POST',
-                pathTemplate: '/x',
-                params: { type: 'nonsense' },
-              },
-            ],
-          }),
+          withParams({ type: 'nonsense' }),
           400,
           'invalid_request',
           /tools\.0\.params: not a valid JSON Schema/,
         ],
         [
           // Patterns run on RE2 (linear time), which has no lookaround or backreferences.
-          billing({
-            tools: [
-              {
-                name: 'bad',
-                verb: 'verify',
-                method: 'POST',
-                pathTemplate: '/x',
-                params: { type: 'object', properties: { a: { type: 'string', pattern: '^(?=a)a' } } },
-              },
-            ],
-          }),
+          withParams({ type: 'object', properties: { a: { type: 'string', pattern: '^(?=a)a' } } }),
           400,
           'invalid_request',
           /tools\.0\.params: not a valid JSON Schema: .*unsupported Perl syntax/,

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createDirectAuditLog } from '../../src/audit/audit-log.js'
 import { createGroupCommitAuditLog } from '../../src/audit/group-commit.js'
 import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
@@ -16,6 +16,28 @@ const now = () => Math.floor(Date.now() / 1000)
 const snapshot = (tenantId: string) => emptySnapshot(tenantId, 1, now())
 
 /** Commits `n` ALLOWed CHECK receipts of one tenant into its stream, as a proxy does; their ids in order. */
+/** Every queued receipt stored once, in order, linked (seq 1…n), and nothing left in the stream. */
+async function allDrainedInOrder(
+  t: Test,
+  real: SystemOfRecord,
+  hot: HotStore,
+  tenantId: string,
+  ids: string[],
+): Promise<void> {
+  const list = await real.stores.receipts.list(tenantId, 0, 2_000)
+  t.same(
+    list.map((r) => r.receiptId),
+    ids,
+    'every receipt once, in order',
+  )
+  t.same(
+    list.map((r) => r.seq),
+    ids.map((_, i) => i + 1),
+  )
+  for (let i = 1; i < list.length; i++) t.equal(list[i]?.prevHash, list[i - 1]?.hash)
+  t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([tenantId]), 0, 'nothing left in the stream')
+}
+
 async function queueReceipts(hot: HotStore, tenantId: string, n: number): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < n; i++) {
@@ -121,17 +143,7 @@ t.test('drain: a failed commit loses nothing, the batch read ahead of it include
   await new Promise((r) => setTimeout(r, 150)) // past claimIdleMs: the unacknowledged entries are claimed
   await drain.drainAll()
   await drain.drainAll()
-  const list = await real.stores.receipts.list(ten, 0, 2_000)
-  t.same(
-    list.map((r) => r.receiptId),
-    ids,
-    'every receipt once, in order',
-  )
-  t.same(
-    list.map((r) => r.seq),
-    ids.map((_, i) => i + 1),
-  )
-  t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 0, 'nothing left in the stream')
+  await allDrainedInOrder(t, real, hot, ten, ids)
 })
 
 t.test(
@@ -188,17 +200,6 @@ t.test(
     await drain.drainAll()
     await drain.drainAll()
     t.ok(calls.chained > 1, 'later batches went down the fast path again')
-    const list = await real.stores.receipts.list(ten, 0, 2_000)
-    t.same(
-      list.map((r) => r.receiptId),
-      ids,
-      'every receipt once, in order',
-    )
-    t.same(
-      list.map((r) => r.seq),
-      ids.map((_, i) => i + 1),
-    )
-    for (let i = 1; i < list.length; i++) t.equal(list[i]?.prevHash, list[i - 1]?.hash)
-    t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 0, 'nothing left in the stream')
+    await allDrainedInOrder(t, real, hot, ten, ids)
   },
 )

@@ -1,3 +1,4 @@
+import { generate } from 'otplib'
 import type { Test } from 'tap'
 import type { SystemsFile } from '../../src/config/systems.js'
 import type { Logger } from '../../src/observability/logger.js'
@@ -55,5 +56,13 @@ export async function startBillingProxy(
     agent: agent.body as { apiKey: string; keyId: string },
     proxy,
     port: proxy.port,
+    /** Approves a staged action as the tenant's admin, with the authenticator's code of this moment. */
+    async approve(actionId: string) {
+      const totpCode = await generate({
+        secret: tenant.totp.secret,
+        epoch: Math.floor(cp.clock.nowMs() / 1000),
+      })
+      return api.post(`/v1/agent/actions/${actionId}/approve`, { totpCode }, { bearer: tenant.apiKey })
+    },
   }
 }

@@ -1,6 +1,5 @@
 import { buildSchema } from 'graphql'
 import { createHandler } from 'graphql-http'
-import { generate } from 'otplib'
 import t from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
@@ -276,15 +275,7 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
     const ext = r.json().errors[0].extensions
     t.match(ext, { code: 'step_up_required', decision: 'STEP_UP', actionId: /^act_/, receiptId: /^rcp_/ })
     t.notOk(executed.includes('closeIssue:I_9'))
-    const code = await generate({
-      secret: bench.tenant.totp.secret,
-      epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
-    })
-    const approved = await bench.api.post(
-      `/v1/agent/actions/${ext.actionId}/approve`,
-      { totpCode: code },
-      { bearer: bench.tenant.apiKey },
-    )
+    const approved = await bench.approve(ext.actionId)
     t.same([approved.status, approved.body.type], [200, 'executed'], JSON.stringify(approved.body))
     t.same(approved.body.result.body, { data: { closeIssue: true } })
     t.same(
@@ -312,15 +303,7 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
     }
     // The previous approval spent this window's code.
     ;(bench.cp.clock as ManualClock).advance(30_000)
-    const code = await generate({
-      secret: bench.tenant.totp.secret,
-      epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
-    })
-    const approved = await bench.api.post(
-      `/v1/agent/actions/${actionId}/approve`,
-      { totpCode: code },
-      { bearer: bench.tenant.apiKey },
-    )
+    const approved = await bench.approve(actionId)
     // Parsed, it could not be serialised back: the write was made, and the approver must hear so.
     t.same([approved.status, approved.body.type], [200, 'executed'])
     t.equal(approved.body.result.body, deep)

@@ -1,7 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
-import { generate } from 'otplib'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { startMcpUpstream } from '../helpers/mcp-server.js'
@@ -151,15 +150,7 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
       bodyEncoding: 'json',
       body: { method: 'tools/call', params: { name: 'merge_pull_request', arguments: { number: 7 } } },
     })
-    const code = await generate({
-      secret: bench.tenant.totp.secret,
-      epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
-    })
-    const approved = await bench.api.post(
-      `/v1/agent/actions/${data.actionId}/approve`,
-      { totpCode: code },
-      { bearer: bench.tenant.apiKey },
-    )
+    const approved = await bench.approve(data.actionId)
     t.same([approved.status, approved.body.type], [200, 'executed'], JSON.stringify(approved.body))
     t.same(mcp.executed.at(-1), 'merge_pull_request:acme/api#7', 'run once, on approval')
     t.match(approved.body.result.body, /merged acme\/api#7/, 'the server answered the replayed call')

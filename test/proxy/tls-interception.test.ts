@@ -3,7 +3,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { generate } from 'otplib'
 import t from 'tap'
 import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
@@ -376,15 +375,7 @@ except urllib.error.HTTPError as e:
     async (t) => {
       const r = await curl('/v1/refunds', [], upstream, '{"charge":"ch_tls"}')
       const actionId = JSON.parse(r.stdout.trim().split('\n')[0] as string).actionId as string
-      const code = await generate({
-        secret: bench.tenant.totp.secret,
-        epoch: Math.floor(bench.cp.clock.nowMs() / 1000),
-      })
-      const approved = await bench.api.post(
-        `/v1/agent/actions/${actionId}/approve`,
-        { totpCode: code },
-        { bearer: bench.tenant.apiKey },
-      )
+      const approved = await bench.approve(actionId)
       t.same([approved.status, approved.body.type], [200, 'executed'], JSON.stringify(approved.body))
       t.equal(
         upstream.received.at(-1)?.body,
