@@ -294,6 +294,7 @@ t.test('every printed npm command runs, or names what the checkout has', async (
       for (const step of PACKAGE.scripts.test?.split('&&') ?? []) {
         const s = step.trim().split(' ')
         if (s[0] === 'npm' && s[1] === 'run') t.ok(PACKAGE.scripts[s[2] as string], `${what}: ${step}`)
+        else if (s[0] === 'node') t.ok(existsSync(join(ROOT, s[1] as string)), `${what}: ${step}`)
         else t.ok(existsSync(join(ROOT, 'node_modules', '.bin', s[0] as string)), `${what}: ${step}`)
       }
     } else if (verb === 'start') {

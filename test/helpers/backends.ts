@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import { randomBase62 } from '../../src/core/random.js'
 import { migrate } from '../../src/store/migrate.js'
 import { type Database, type DatabaseKind, openDatabase } from '../../src/store/postgres/connect.js'
+import { pooledPglite } from './pglite-pool.js'
 import { pgliteTemplate } from './pglite-template.js'
 import { TEST_DATABASE_URL, unreachable } from './servers.js'
 
@@ -19,12 +20,20 @@ export interface TestDatabase {
   close(): Promise<void>
 }
 
-/** A fresh, migrated database of the given kind. Real Postgres gets a new database per call. */
+/**
+ * A fresh, migrated database of the given kind. Real Postgres gets a new database per call;
+ * in-memory PGlite, an engine an earlier test of the file closed, emptied (pglite-pool.ts).
+ */
 export async function openTestDatabase(
   kind: DatabaseKind,
   opts: { migrate?: boolean } = {},
 ): Promise<TestDatabase> {
   let result: TestDatabase
+  if (kind === 'pglite-memory' && opts.migrate !== false) {
+    // Migrated, and emptied by the last test that closed it (pglite-pool.ts).
+    const db = await pooledPglite()
+    return { db, url: null, close: () => db.close() }
+  }
   if (kind === 'pglite-memory') {
     const db = await openDatabase({ kind: 'pglite-memory', initialState: await pgliteTemplate() })
     result = { db, url: null, close: () => db.close() }

@@ -81,8 +81,6 @@ async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>)
     releaseLock = acquireDirLock(target.dir)
   }
   let db: PGlite | undefined
-  let server: PGLiteSocketServer | undefined
-  const sockDir = mkdtempSync(join(tmpdir(), 'writegate-pglite-'))
   try {
     // A fresh cluster is created by initdb (seconds under WASM); `initialState`, a data directory
     // dumped from a fresh cluster, skips it. The tests use one; a new directory is initdb'd.
@@ -92,6 +90,31 @@ async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>)
       target.kind === 'pglite-disk' ? target.dir : 'memory://',
       loadDataDir ? { loadDataDir } : {},
     )
+    const pg = db
+    return await servePglite(pg, target.kind, async () => {
+      await pg.close()
+      releaseLock()
+    })
+  } catch (err) {
+    await db?.close().catch(() => {})
+    releaseLock()
+    throw err
+  }
+}
+
+/**
+ * An open PGlite engine as a Database: served on a private socket, one driver connection.
+ * Closing it closes the driver and the socket, then calls `release` (which closes the engine,
+ * except in the tests, which reuse engines).
+ */
+export async function servePglite(
+  db: PGlite,
+  kind: Exclude<DatabaseKind, 'postgres'>,
+  release: () => Promise<void>,
+): Promise<Database> {
+  let server: PGLiteSocketServer | undefined
+  const sockDir = mkdtempSync(join(tmpdir(), 'writegate-pglite-'))
+  try {
     // PGlite is one session, and its socket ignores start-up parameters: set it here instead.
     await db.exec(`set plan_cache_mode = ${PLAN_CACHE_MODE}`)
     const path = join(sockDir, '.s.PGSQL.5432')
@@ -105,25 +128,21 @@ async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>)
       max: 1,
     })
     await sql`select 1`
-    const pg = db
     const srv = server
     return {
-      kind: target.kind,
+      kind,
       sql,
       shared: false,
       async close() {
         await sql.end({ timeout: 5 })
         await srv.stop()
-        await pg.close()
         rmSync(sockDir, { recursive: true, force: true })
-        releaseLock()
+        await release()
       },
     }
   } catch (err) {
     await server?.stop().catch(() => {})
-    await db?.close().catch(() => {})
     rmSync(sockDir, { recursive: true, force: true })
-    releaseLock()
     throw err
   }
 }
