@@ -7,6 +7,7 @@ import { migrate } from '../../src/store/migrate.js'
 import { type Database, type DatabaseKind, openDatabase } from '../../src/store/postgres/connect.js'
 import { pooledPglite } from './pglite-pool.js'
 import { pgliteTemplate } from './pglite-template.js'
+import { migratedTemplate } from './postgres-template.js'
 import { TEST_DATABASE_URL, unreachable } from './servers.js'
 
 export const ALL_BACKENDS: readonly DatabaseKind[] = ['pglite-memory', 'pglite-disk', 'postgres']
@@ -21,8 +22,9 @@ export interface TestDatabase {
 }
 
 /**
- * A fresh, migrated database of the given kind. Real Postgres gets a new database per call;
- * in-memory PGlite, an engine an earlier test of the file closed, emptied (pglite-pool.ts).
+ * A fresh, migrated database of the given kind. Real Postgres gets a new database per call, a
+ * copy of a migrated template (postgres-template.ts); in-memory PGlite, an engine an earlier
+ * test of the file closed, emptied (pglite-pool.ts).
  */
 export async function openTestDatabase(
   kind: DatabaseKind,
@@ -49,17 +51,19 @@ export async function openTestDatabase(
       },
     }
   } else {
-    result = await freshPostgres()
+    result = await freshPostgres(opts.migrate !== false)
   }
   if (opts.migrate !== false) await migrate(result.db.sql)
   return result
 }
 
-async function freshPostgres(): Promise<TestDatabase> {
+async function freshPostgres(migrated: boolean): Promise<TestDatabase> {
   const admin = postgres(TEST_DATABASE_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 })
   const name = `wgt_${randomBase62(12).toLowerCase()}`
   try {
-    await admin.unsafe(`create database ${name}`)
+    // A copy of the migrated template (postgres-template.ts); migrate() then finds nothing to do.
+    const template = migrated ? ` template ${await migratedTemplate(admin)}` : ''
+    await admin.unsafe(`create database ${name}${template}`)
   } catch (err) {
     await admin.end({ timeout: 1 })
     throw unreachable('PostgreSQL', TEST_DATABASE_URL, err)

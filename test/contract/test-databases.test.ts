@@ -1,10 +1,15 @@
+import postgres from 'postgres'
 import t from 'tap'
+import { MIGRATIONS } from '../../src/store/migrations/index.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { idleEngines } from '../helpers/pglite-pool.js'
+import { TEST_DATABASE_URL } from '../helpers/servers.js'
 
 /**
- * The in-memory PGlite databases the tests get are reused engines (helpers/pglite-pool.ts): each
- * must look exactly like a freshly migrated database, whatever the test before it left behind.
+ * What the tests' databases are made from. In-memory PGlite databases are reused engines
+ * (helpers/pglite-pool.ts): each must look exactly like a freshly migrated database, whatever the
+ * test before it left behind. Postgres ones are copies of a migrated template
+ * (helpers/postgres-template.ts).
  */
 async function writeSome(sql: Awaited<ReturnType<typeof openTestDatabase>>['db']['sql']) {
   await sql`insert into tenants (id, name, created_at, sponsor_hash) values ('tnt_a', 'a', 1, 'h')`
@@ -67,3 +72,31 @@ t.test('an engine whose schema a test changed is dropped, not reused', async (t)
   await writeSome(second.db.sql)
   t.same(await second.db.sql`select tgname from pg_trigger where not tgisinternal`, [], 'no trigger')
 })
+
+t.test(
+  'Postgres test databases are copies of one migrated template, which takes no connections',
+  async (t) => {
+    // Several at once, as three test files starting together would.
+    const dbs = await Promise.all([1, 2, 3].map(() => openTestDatabase('postgres')))
+    t.teardown(() => Promise.all(dbs.map((d) => d.close())))
+    for (const d of dbs) {
+      const versions = await d.db.sql<{ version: number }[]>`select version from schema_migrations order by 1`
+      t.same(
+        versions.map((r) => r.version),
+        MIGRATIONS.map((m) => m.version),
+        'every migration recorded',
+      )
+      t.same(await d.db.sql`select id from tenants`, [], 'and no rows')
+    }
+    const admin = postgres(TEST_DATABASE_URL, { max: 1, onnotice: () => {} })
+    t.teardown(() => admin.end({ timeout: 1 }))
+    const templates = await admin<{ datname: string; datallowconn: boolean; datistemplate: boolean }[]>`
+    select datname, datallowconn, datistemplate from pg_database where datname like 'wgt\\_template\\_%'`
+    const current = templates.filter((d) => !d.datname.endsWith('_building'))
+    t.ok(current.length >= 1, 'the template exists')
+    t.ok(
+      current.every((d) => d.datistemplate && !d.datallowconn),
+      'marked a template, closed to connections',
+    )
+  },
+)
