@@ -3,12 +3,14 @@ import { loadSettings } from '../config/load.js'
 import { createControlPlane } from '../control/control-plane.js'
 import { startMetricsServer } from '../observability/metrics-server.js'
 import { startProxy } from '../proxy/proxy-process.js'
+import { logServiceLinks } from './service-links.js'
 import { untilSignal } from './until-signal.js'
 
 /** `writegate start`: the control plane (and, on the embedded default, gate-proxy beside it). */
 export async function runControlPlane(): Promise<void> {
   const settings = loadSettings()
   const cp = await createControlPlane(settings)
+  logServiceLinks(cp.logger)
   const address = await listenAs('server', settings.server.host, settings.server.port, () => cp.listen())
   const embedded = !settings.redis.url
   // The single-process default runs the proxy too, over the same in-memory hot store (it names

@@ -1,12 +1,14 @@
 import { listenAs } from '../config/listen-errors.js'
 import { loadSettings } from '../config/load.js'
 import { createInjector } from '../injector/injector-process.js'
+import { logServiceLinks } from './service-links.js'
 import { untilSignal } from './until-signal.js'
 
 /** `writegate injector`: the admission webhook. */
 export async function runInjector(): Promise<void> {
   const settings = loadSettings()
   const injector = createInjector(settings)
+  logServiceLinks(injector.logger)
   const address = await listenAs('injector', settings.injector.host, settings.injector.port, () =>
     injector.listen(),
   )

@@ -1,6 +1,7 @@
 import { loadSettings } from '../config/load.js'
 import { createLogger } from '../observability/logger.js'
 import { startProxyProcess } from '../proxy/proxy-process.js'
+import { logServiceLinks } from './service-links.js'
 import { untilSignal } from './until-signal.js'
 
 /**
@@ -10,6 +11,7 @@ import { untilSignal } from './until-signal.js'
 export async function runProxy(): Promise<void> {
   const settings = loadSettings()
   const logger = createLogger(settings.log.level)
+  logServiceLinks(logger)
   // Its proxy and metrics listeners each name their own setting when they cannot listen.
   const running = await startProxyProcess(settings, { logger })
   logger.info({ port: running.port, metricsPort: running.metricsPort }, 'writegate gate-proxy listening')

@@ -120,6 +120,28 @@ export function parseSettings(raw: Record<string, unknown>): Settings {
 }
 
 /**
+ * Kubernetes gives every pod, for each Service in its namespace, Docker-link variables named
+ * after it: a Service `writegate` sets `WRITEGATE_PORT=tcp://10.96.0.12:8080`, one named
+ * `writegate-injector` sets `WRITEGATE_INJECTOR_PORT`, so `helm install writegate` alone would
+ * stop its own pods (and any gate-proxy sidecar in that namespace) at start. No port setting
+ * takes that shape, so such a value is the cluster's, not the operator's: it is left out (and
+ * logged, `serviceLinkVariables`). The chart also turns service links off for its own pods.
+ */
+const SERVICE_LINK = /^(tcp|udp|sctp):\/\/(\[[0-9a-f:.]+\]|[0-9.]+):[0-9]+$/i
+
+function isServiceLink(name: string, value: string): boolean {
+  return name.endsWith('_PORT') && SERVICE_LINK.test(value)
+}
+
+/** The port variables that hold a Kubernetes service link, and were left out of the settings. */
+export function serviceLinkVariables(env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.keys(ENV_OVERRIDES).filter((name) => {
+    const value = env[name]
+    return value !== undefined && isServiceLink(name, value)
+  })
+}
+
+/**
  * Settings = the YAML file (WRITEGATE_CONFIG, default config/writegate.yaml) with
  * environment overrides on top, validated once. A missing default file means "all
  * defaults"; a missing file that was asked for by name is an error.
@@ -151,7 +173,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   }
   for (const [name, o] of Object.entries(ENV_OVERRIDES)) {
     const value = env[name]
-    if (value === undefined) continue
+    if (value === undefined || isServiceLink(name, value)) continue
     const list = o.list
       ? value
           .split(',')

@@ -93,6 +93,8 @@ function checkObjects(t: Test, objects: KubeObject[]): void {
   for (const o of workloads) {
     const id = `${o.kind} ${o.metadata.name}`
     const spec = podSpecOf(o)
+    // A Service named `writegate` would otherwise give the pod WRITEGATE_PORT=tcp://… (test/cli/service-links.test.ts).
+    t.equal(spec.enableServiceLinks, false, `${id}: no service-link variables`)
     if (o.kind !== 'Job') {
       t.ok(
         matches(o.spec.selector.matchLabels, o.spec.template.metadata.labels),

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { ConfigError, ENV_OVERRIDES, loadSettings } from '../../src/config/load.js'
+import { ConfigError, ENV_OVERRIDES, loadSettings, serviceLinkVariables } from '../../src/config/load.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-config-'))
 const file = (name: string, text: string) => {
@@ -261,4 +261,40 @@ t.test('a bad injector value stops start-up with one line naming it', async (t) 
     t.match(message, pattern, message)
     t.notOk(message.includes('\n'), 'one line')
   }
+})
+
+t.test("Kubernetes' service-link variables are not taken for port settings", async (t) => {
+  // What a pod gets for Services named writegate, writegate-injector, writegate-proxy-tls and
+  // writegate-metrics in its namespace (Docker-link style, enableServiceLinks defaults to true).
+  const links = {
+    WRITEGATE_PORT: 'tcp://10.96.0.12:8080',
+    WRITEGATE_SERVICE_HOST: '10.96.0.12',
+    WRITEGATE_PORT_8080_TCP: 'tcp://10.96.0.12:8080',
+    WRITEGATE_INJECTOR_PORT: 'tcp://[fd00:10:96::3]:443',
+    WRITEGATE_PROXY_TLS_PORT: 'TCP://10.96.0.40:15443',
+    WRITEGATE_METRICS_PORT: 'udp://10.96.0.41:9464',
+  }
+  const s = loadSettings({ WRITEGATE_CONFIG: file('links.yaml', 'proxy:\n  port: 15009\n'), ...links })
+  t.equal(s.server.port, 8080, 'server.port keeps its default')
+  t.equal(s.injector.port, 8443, 'injector.port too')
+  t.equal(s.metrics.port, 9464)
+  t.equal(s.proxy.port, 15009, 'the file still counts')
+  t.same(
+    serviceLinkVariables(links),
+    ['WRITEGATE_PORT', 'WRITEGATE_METRICS_PORT', 'WRITEGATE_INJECTOR_PORT', 'WRITEGATE_PROXY_TLS_PORT'],
+    'and each is named for the start-up log',
+  )
+  // Anything else in a port variable is the operator's, and still refused by name.
+  for (const value of [
+    'tcp://writegate:8080',
+    'tcp://10.0.0.1',
+    'http://10.0.0.1:8080',
+    'tcp://10.0.0.1:8080/x',
+  ])
+    t.match(
+      errorOf({ WRITEGATE_CONFIG: file('links2.yaml', ''), WRITEGATE_PORT: value }),
+      /^invalid setting server\.port \(WRITEGATE_PORT\)/,
+      value,
+    )
+  t.same(serviceLinkVariables({ WRITEGATE_PORT: '9000', WRITEGATE_DATABASE_URL: 'tcp://10.0.0.1:5432' }), [])
 })
