@@ -479,3 +479,25 @@ t.test('helm lint --strict passes for every example', async (t) => {
     t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/)
   })
 })
+
+t.test('the longest release name Helm takes still makes pods (StatefulSet names within 52)', async (t) => {
+  const release = `r${'x'.repeat(52)}` // 53, Helm's limit
+  const objects = [
+    ...(await renderChart(['-f', join(CHART, 'examples', 'dev-bundled.yaml')], release)),
+    ...(await renderChart(['-f', join(CHART, 'examples', 'cert-manager.yaml')], release)),
+  ]
+  const sets = all(objects, 'StatefulSet')
+  t.equal(sets.length, 2, 'the bundled PostgreSQL and Redis')
+  for (const s of sets) {
+    // Its pods are labelled controller-revision-hash=<name>-<10 characters>, at most 63.
+    t.ok(s.metadata.name.length <= 52, `${s.metadata.name}: ${s.metadata.name.length} characters`)
+    t.equal(s.spec.serviceName, s.metadata.name)
+    t.ok(find(objects, 'Service', s.metadata.name), 'its Service has the same name')
+  }
+  // Service names are DNS labels; a Deployment's or Job's name is part of its pods' names.
+  for (const o of objects.filter((o) => ['Service', ...WORKLOADS].includes(o.kind)))
+    t.match(o.metadata.name, DNS_LABEL, `${o.kind} ${o.metadata.name}: a DNS label`)
+  const cert = find(objects, 'Certificate')
+  t.equal(cert.spec.commonName, undefined, 'no commonName (cert-manager refuses one over 64 bytes)')
+  t.ok(cert.spec.dnsNames.length > 0)
+})

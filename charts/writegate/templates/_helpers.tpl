@@ -29,8 +29,16 @@
 {{- define "writegate.configName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "config") }}{{- end }}
 {{- define "writegate.systemsApplyName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "systems-apply") }}{{- end }}
 {{- define "writegate.migrateName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "migrate") }}{{- end }}
-{{- define "writegate.postgresqlName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "postgresql") }}{{- end }}
-{{- define "writegate.redisName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "redis") }}{{- end }}
+{{/*
+A StatefulSet's name, within 52 characters: its pods carry a controller-revision-hash label,
+<name>-<hash of about 10>, and a label value is at most 63 (a longer name creates no pods).
+*/}}
+{{- define "writegate.statefulName" -}}
+{{- $full := include "writegate.fullname" .root -}}
+{{- printf "%s-%s" ($full | trunc (int (sub 51 (len .suffix))) | trimSuffix "-") .suffix }}
+{{- end }}
+{{- define "writegate.postgresqlName" -}}{{ include "writegate.statefulName" (dict "root" . "suffix" "postgresql") }}{{- end }}
+{{- define "writegate.redisName" -}}{{ include "writegate.statefulName" (dict "root" . "suffix" "redis") }}{{- end }}
 {{- define "writegate.masterKeyName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "master-key") }}{{- end }}
 {{- define "writegate.dashboardName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "dashboard") }}{{- end }}
 {{- define "writegate.proxyMonitorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "proxy") }}{{- end }}
