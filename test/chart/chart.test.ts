@@ -95,6 +95,13 @@ function checkObjects(t: Test, objects: KubeObject[]): void {
     const spec = podSpecOf(o)
     // A Service named `writegate` would otherwise give the pod WRITEGATE_PORT=tcp://… (test/cli/service-links.test.ts).
     t.equal(spec.enableServiceLinks, false, `${id}: no service-link variables`)
+    // A rolling update that may not stop a pod before its replacement runs needs room for one
+    // more: required anti-affinity (one per zone, one per node) can leave it nowhere to go.
+    if (o.spec.strategy?.rollingUpdate?.maxUnavailable === 0)
+      t.notOk(
+        spec.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution,
+        `${id}: no required anti-affinity with maxUnavailable 0`,
+      )
     if (o.kind !== 'Job') {
       t.ok(
         matches(o.spec.selector.matchLabels, o.spec.template.metadata.labels),
