@@ -78,6 +78,7 @@ const CONSTRAINTS: Record<string, Schema> = {
   'controlPlane.autoscaling.targetCPUUtilizationPercentage': { minimum: 1, maximum: 100 },
   'migrations.backoffLimit': { minimum: 0 },
   'migrations.activeDeadlineSeconds': { minimum: 1 },
+  'migrations.waitSeconds': { minimum: 0, maximum: 3600 },
   'injector.replicas': { minimum: 1 },
   'injector.port': PORT,
   'injector.logLevel': LOG_LEVEL,

@@ -72,16 +72,19 @@ ${SETTINGS_NOTE}`,
   },
   {
     name: 'migrate',
-    synopsis: '',
+    synopsis: '[--wait <seconds>]',
     summary: 'apply database migrations and exit',
     description: `Applies the database migrations to database.url (WRITEGATE_DATABASE_URL), or to the
 embedded PGlite under dataDir (WRITEGATE_DATA_DIR), and exits. \`writegate start\` applies them
-too; this is for running them before a deployment.
+too; this is for running them before a deployment. --wait keeps trying a database server that is
+not up yet (no listener, no DNS name yet, still starting) for that many seconds (default 0); a
+server that refuses (a wrong password, no such database) fails at once.
 
 ${SETTINGS_NOTE}`,
     positionals: [],
-    async run() {
-      await (await import('./migrate.js')).migrateCommand()
+    options: { wait: { type: 'string' } },
+    async run(_positionals, options) {
+      await (await import('./migrate.js')).migrateCommand(options)
       return undefined
     },
   },

@@ -176,7 +176,12 @@ function checkObjects(t: Test, objects: KubeObject[]): void {
   t.same(podSpecOf(cp).containers[0].args, ['start'])
 
   const job = find(objects, 'Job')
-  t.same(podSpecOf(job).containers[0].args, ['migrate'], 'the migration Job runs writegate migrate')
+  t.same(
+    podSpecOf(job).containers[0].args,
+    ['migrate', '--wait', '300'],
+    'the migration Job runs writegate migrate, waiting for a database still starting',
+  )
+  t.ok(job.spec.activeDeadlineSeconds > 300, 'within the time the Job may run')
   t.match(job.metadata.annotations['helm.sh/hook'], /^(pre|post)-install,pre-upgrade$/)
 
   // The settings both processes read are valid settings.
