@@ -7,7 +7,7 @@ import {
   readInjectionAnnotations,
 } from './injection-annotations.js'
 import { type JsonPatchOp, pointer } from './jsonpatch.js'
-import type { Container, EnvVar, Pod, Volume, VolumeMount } from './kube-types.js'
+import type { Container, EnvVar, Pod, PodSpec, Volume, VolumeMount } from './kube-types.js'
 import {
   AGENT_VOLUMES,
   agentEnv,
@@ -165,13 +165,31 @@ function conflicts(
     const leaked = secretsOfVolume(v).find((s) => protectedSecrets.has(s))
     if (leaked) return `volume ${v.name} exposes Secret ${leaked}, which only the writegate proxy may hold`
   }
-  if (req.enforce) {
-    const asProxy =
-      spec.securityContext?.runAsUser === PROXY_UID ||
-      others.some((c) => (c.securityContext as { runAsUser?: unknown } | undefined)?.runAsUser === PROXY_UID)
-    if (asProxy)
-      return `a container runs as UID ${PROXY_UID}, the writegate proxy's, which the enforce rules let through`
-  }
+  if (req.enforce)
+    for (const c of others) {
+      const way = wayAround(spec.securityContext, c.securityContext)
+      if (way)
+        return `container ${c.name} ${way}: under writegate.io/enforce it could get around the proxy's rules, which let UID ${PROXY_UID} through`
+    }
+  return undefined
+}
+
+/**
+ * How a container of an enforced pod could leave the iptables rules: by being UID 1337 (the
+ * proxy's, let through), or by becoming it. Root can setuid(1337), and so can a process that
+ * gains root through a setuid binary of its image; an unset runAsUser is whatever the image
+ * says, 0 or 1337 included. So each container must run as a named user other than those, with
+ * no way to escalate (no_new_privs) and unprivileged.
+ */
+function wayAround(pod: PodSpec['securityContext'], own: Container['securityContext']): string | undefined {
+  const ctx = (own ?? {}) as { runAsUser?: unknown; allowPrivilegeEscalation?: unknown; privileged?: unknown }
+  const uid = ctx.runAsUser ?? pod?.runAsUser
+  if (uid === PROXY_UID) return `runs as UID ${PROXY_UID}, the writegate proxy's`
+  if (ctx.privileged === true) return 'is privileged'
+  if (uid === undefined) return 'sets no runAsUser (its image may run it as root, or as the proxy)'
+  if (uid === 0) return 'runs as root'
+  if (ctx.allowPrivilegeEscalation !== false)
+    return 'may gain privileges (set allowPrivilegeEscalation: false)'
   return undefined
 }
 

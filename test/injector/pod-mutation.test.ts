@@ -428,6 +428,43 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       },
       /runs as UID 1337/,
     ],
+    // Enforce holds only if no agent container can become UID 1337 (the rules let it through).
+    ...(
+      [
+        ['with no runAsUser (the image decides: root, or 1337)', {}, /container agent sets no runAsUser/],
+        [
+          'as root (it can setuid to 1337)',
+          { runAsUser: 0, allowPrivilegeEscalation: false },
+          /runs as root/,
+        ],
+        [
+          'free to escalate (a setuid binary gives root)',
+          { runAsUser: 1000 },
+          /may gain privileges \(set allowPrivilegeEscalation: false\)/,
+        ],
+        [
+          'privileged',
+          { runAsUser: 1000, allowPrivilegeEscalation: false, privileged: true },
+          /is privileged/,
+        ],
+      ] as const
+    ).map(([what, securityContext, pattern]): [string, (o: Pod) => void, RegExp] => [
+      `enforce with an agent ${what}`,
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.containers[0]!.securityContext = { ...securityContext }
+      },
+      pattern,
+    ]),
+    [
+      "enforce with the proxy's UID set for the whole pod",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.securityContext = { runAsUser: 1337 }
+        o.spec.containers[0]!.securityContext = { allowPrivilegeEscalation: false }
+      },
+      /container agent runs as UID 1337/,
+    ],
   ]
   for (const [name, edit, pattern] of cases) {
     const review = fixture('review-annotated-pod.json')
