@@ -245,7 +245,8 @@ function checkWebhook(t: Test, objects: KubeObject[]): void {
     .secretName
   const dnsName = `${svc.metadata.name}.${NAMESPACE}.svc`
 
-  const certificate = find(objects, 'Certificate')
+  // The serving certificate (named as the injector's Service), not the chart's CA.
+  const certificate = find(objects, 'Certificate', svc.metadata.name)
   if (certificate) {
     t.equal(
       webhookConfig.metadata.annotations['cert-manager.io/inject-ca-from'],
@@ -260,6 +261,17 @@ function checkWebhook(t: Test, objects: KubeObject[]): void {
     t.ok(certificate.spec.dnsNames.includes(dnsName), `the Certificate covers ${dnsName}`)
     const issuer = certificate.spec.issuerRef
     if (issuer.kind === 'Issuer') t.ok(find(objects, 'Issuer', issuer.name), 'its Issuer is rendered')
+    const own = find(objects, 'Issuer', issuer.name)
+    if (own) {
+      // The chart's own chain: a CA (kept key) signs the serving certificate, so the CA the API
+      // server trusts stays the same when the serving certificate is renewed.
+      t.notOk(own.spec.selfSigned, 'the serving certificate is not self-signed')
+      const ca = find(objects, 'Certificate', own.spec.ca?.secretName)
+      t.ok(ca?.spec.isCA, 'it is issued by a CA Certificate of the chart')
+      t.equal(ca?.spec.secretName, own.spec.ca?.secretName)
+      t.equal(ca?.spec.privateKey.rotationPolicy, 'Never', "whose key survives the CA's renewals")
+      t.ok(find(objects, 'Issuer', ca?.spec.issuerRef.name)?.spec.selfSigned, 'the CA is self-signed')
+    }
     t.notOk(find(objects, 'Secret', tlsSecretName), 'no chart-made TLS Secret alongside cert-manager')
   } else {
     const secret = find(objects, 'Secret', tlsSecretName)
@@ -509,7 +521,7 @@ t.test('the longest release name Helm takes still makes pods (StatefulSet names 
   // Service names are DNS labels; a Deployment's or Job's name is part of its pods' names.
   for (const o of objects.filter((o) => ['Service', ...WORKLOADS].includes(o.kind)))
     t.match(o.metadata.name, DNS_LABEL, `${o.kind} ${o.metadata.name}: a DNS label`)
-  const cert = find(objects, 'Certificate')
+  const cert = all(objects, 'Certificate').find((c) => !c.spec.isCA)
   t.equal(cert.spec.commonName, undefined, 'no commonName (cert-manager refuses one over 64 bytes)')
   t.ok(cert.spec.dnsNames.length > 0)
 })

@@ -42,6 +42,7 @@ A StatefulSet's name, within 52 characters: its pods carry a controller-revision
 {{- define "writegate.masterKeyName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "master-key") }}{{- end }}
 {{- define "writegate.dashboardName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "dashboard") }}{{- end }}
 {{- define "writegate.proxyMonitorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "proxy") }}{{- end }}
+{{- define "writegate.injectorCaName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector-ca") }}{{- end }}
 {{- define "writegate.selfSignedIssuerName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "selfsigned") }}{{- end }}
 
 {{/* Cluster-scoped, so the namespace is part of the name: two releases never collide. */}}
