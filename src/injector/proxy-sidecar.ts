@@ -143,6 +143,8 @@ export function caBundleInitContainer(opts: SidecarOptions): Container {
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
+      // The restricted Pod Security profile asks for one on every container (or the pod).
+      seccompProfile: { type: 'RuntimeDefault' },
     },
   }
 }

@@ -525,3 +525,52 @@ t.test('the longest release name Helm takes still makes pods (StatefulSet names 
   t.equal(cert.spec.commonName, undefined, 'no commonName (cert-manager refuses one over 64 bytes)')
   t.ok(cert.spec.dnsNames.length > 0)
 })
+
+t.test(
+  'a disruption budget that keeps every replica up is refused: no node drain could evict one',
+  async (t) => {
+    const minimal = ['-f', join(CHART, 'examples', 'minimal.yaml')]
+    for (const [set, pattern] of [
+      [
+        ['injector.replicas=1'],
+        /injector\.pdb\.minAvailable \(1\) must be below the injector's replicas \(1\)/,
+      ],
+      [['controlPlane.pdb.minAvailable=2'], /controlPlane\.pdb\.minAvailable \(2\) must be below/],
+      [
+        [
+          'controlPlane.autoscaling.enabled=true',
+          'controlPlane.autoscaling.minReplicas=2',
+          'controlPlane.pdb.minAvailable=2',
+        ],
+        /controlPlane's replicas \(2\)/,
+      ],
+    ] as const) {
+      const r = await helm([
+        'template',
+        RELEASE,
+        CHART,
+        '-n',
+        NAMESPACE,
+        ...minimal,
+        ...set.flatMap((s) => ['--set', s]),
+      ])
+      t.not(r.code, 0, set.join(' '))
+      t.match(r.stderr, pattern)
+    }
+    for (const set of [
+      ['injector.replicas=1', 'injector.pdb.enabled=false'],
+      ['injector.pdb.minAvailable=50%'],
+    ]) {
+      const r = await helm([
+        'template',
+        RELEASE,
+        CHART,
+        '-n',
+        NAMESPACE,
+        ...minimal,
+        ...set.flatMap((s) => ['--set', s]),
+      ])
+      t.equal(r.code, 0, `${set.join(' ')}: ${r.stderr}`)
+    }
+  },
+)

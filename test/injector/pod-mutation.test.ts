@@ -641,6 +641,11 @@ t.test(
       /cat \/etc\/ssl\/certs\/ca-certificates\.crt \/var\/run\/writegate\/ca\/ca\.crt > /,
     )
     t.equal(bundle?.securityContext?.runAsNonRoot, true)
+    t.same(
+      bundle?.securityContext?.seccompProfile,
+      { type: 'RuntimeDefault' },
+      'admitted under the restricted Pod Security profile',
+    )
     for (const c of pod.spec.containers.filter((c) => c.name !== 'writegate-proxy')) {
       const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value]))
       for (const name of [

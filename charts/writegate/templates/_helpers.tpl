@@ -189,3 +189,13 @@ over .Values.settings, so one key never means two things.
 {{- $listen := dict "server" (dict "host" "0.0.0.0") "metrics" (dict "host" "0.0.0.0") "injector" (dict "host" "0.0.0.0") }}
 {{- toYaml (mergeOverwrite $listen (deepCopy .Values.settings) $chart) }}
 {{- end }}
+
+{{/*
+A PodDisruptionBudget that keeps every replica up lets no node drain evict one: the drain
+waits for ever. A whole number must be below the replicas (a percentage is left to the user).
+*/}}
+{{- define "writegate.pdbLeavesRoom" -}}
+{{- if and (not (kindIs "string" .minAvailable)) (ge (int .minAvailable) (int .replicas)) }}
+{{- fail (printf "%s.pdb.minAvailable (%d) must be below the %s's replicas (%d), or no node drain can evict one" .setting (int .minAvailable) .setting (int .replicas)) }}
+{{- end }}
+{{- end }}
