@@ -331,13 +331,21 @@ t.test('the examples cover the set-ups they name', async (t) => {
     'always',
     '--dir',
     '/data',
+    '--requirepass',
+    '$(REDIS_PASSWORD)',
   ])
+  const redisEnv = Object.fromEntries(
+    podSpecOf(redis).containers[0].env.map((e: KubeObject) => [e.name, e.valueFrom.secretKeyRef]),
+  )
+  for (const name of ['REDIS_PASSWORD', 'REDISCLI_AUTH'])
+    t.same(redisEnv[name], { name: `${RELEASE}-writegate-redis`, key: 'password' }, `${name} from its Secret`)
   t.ok(find(dev!, 'StatefulSet', `${RELEASE}-writegate-postgresql`), 'dev: bundled PostgreSQL')
-  const redisUrl = find(dev!, 'Secret', `${RELEASE}-writegate-redis`).stringData.url
+  const redisSecret = find(dev!, 'Secret', `${RELEASE}-writegate-redis`).stringData
+  t.match(redisSecret.password, /^[A-Za-z0-9]{32}$/, 'a generated password')
   t.equal(
-    redisUrl,
-    `redis://${RELEASE}-writegate-redis.${NAMESPACE}.svc:6379`,
-    'reachable from agent namespaces',
+    redisSecret.url,
+    `redis://:${redisSecret.password}@${RELEASE}-writegate-redis.${NAMESPACE}.svc:6379`,
+    'in the URL, reachable from agent namespaces',
   )
   t.match(
     find(dev!, 'Job').metadata.annotations['helm.sh/hook'],

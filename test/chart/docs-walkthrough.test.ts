@@ -58,6 +58,8 @@ interface World {
   /** Custom verbs registered so far (POST /v1/verbs): a route may name only these or a built-in. */
   verbs: Set<string>
   deployments: Map<string, KubeObject>
+  /** Secret keys the page has read (`kubectl get secret`), as namespace/name:key. */
+  read: Set<string>
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-docs-'))
@@ -116,7 +118,15 @@ function admit(t: Test, world: World, deployment: KubeObject): Pod {
     `Secret ${req.proxySecret} has the proxy's keys`,
   )
   const redis = find(release.objects, 'Secret', `${release.name}-redis`)
-  if (redis) t.equal(proxySecret?.get('redis-url'), redis.stringData.url, 'redis-url is the bundled Redis')
+  if (redis) {
+    // The URL holds the generated password: the page reads it from the chart's Secret first.
+    t.equal(proxySecret?.get('redis-url'), '$REDIS_URL', 'redis-url is the URL read above')
+    t.ok(
+      world.read.has(`${release.namespace}/${redis.metadata.name}:url`),
+      "read from the bundled Redis's Secret",
+    )
+    t.match(redis.stringData.url, /^redis:\/\/:[A-Za-z0-9]{32}@/, 'which has a password')
+  }
   const credentialKeys = new Set(
     req.credentialSecrets.flatMap((s) => [...(world.secrets.get(`${ns}/${s}`)?.keys() ?? [])]),
   )
@@ -217,6 +227,14 @@ async function run(t: Test, world: World, line: string): Promise<void> {
   }
   if (cmd === 'kubectl' && sub[0] === 'create' && sub[1] === 'namespace') {
     world.namespaces.add(sub[2] as string)
+    return
+  }
+  if (cmd === 'kubectl' && sub[0] === 'get' && sub[1] === 'secret') {
+    const secret = world.release?.namespace === nsOf() && find(world.release.objects, 'Secret', sub[2])
+    t.ok(secret, `Secret ${sub[2]} is rendered in ${nsOf()}`)
+    const key = /\.data\.([A-Za-z0-9_-]+)/.exec(flag(argv, '-o') ?? '')?.[1] as string
+    t.ok(secret && key in { ...secret.data, ...secret.stringData }, `it has the key ${key}`)
+    world.read.add(`${nsOf()}/${sub[2]}:${key}`)
     return
   }
   if (cmd === 'kubectl' && sub[0] === 'create' && sub[1] === 'secret') {
@@ -333,6 +351,7 @@ async function walk(t: Test, markdown: string): Promise<void> {
     secrets: new Map(),
     deployments: new Map(),
     verbs: new Set(),
+    read: new Set(),
   }
   let ran = 0
   for (const block of blocks(markdown)) {
