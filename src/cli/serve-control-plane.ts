@@ -11,7 +11,7 @@ export async function runControlPlane(): Promise<void> {
   const settings = loadSettings()
   const cp = await createControlPlane(settings)
   logServiceLinks(cp.logger)
-  const address = await listenAs('server', settings.server.host, settings.server.port, () => cp.listen())
+  const address = await listenAs('server', settings.server.host, settings.server.port, (h) => cp.listen(h))
   const embedded = !settings.redis.url
   // The single-process default runs the proxy too, over the same in-memory hot store (it names
   // its own port's setting when it cannot listen).
@@ -19,8 +19,8 @@ export async function runControlPlane(): Promise<void> {
     ? await startProxy(settings, cp, { metricsServer: false, enrolRoutesFile: cp.enrolRoutesFile })
     : null
   const { host: metricsHost, port: metricsPort } = settings.metrics
-  const metrics = await listenAs('metrics', metricsHost, metricsPort, () =>
-    startMetricsServer(cp.metrics.registry, metricsHost, metricsPort, cp.logger),
+  const metrics = await listenAs('metrics', metricsHost, metricsPort, (h) =>
+    startMetricsServer(cp.metrics.registry, h, metricsPort, cp.logger),
   )
   cp.logger.info(
     {

@@ -9,8 +9,8 @@ export async function runInjector(): Promise<void> {
   const settings = loadSettings()
   const injector = createInjector(settings)
   logServiceLinks(injector.logger)
-  const address = await listenAs('injector', settings.injector.host, settings.injector.port, () =>
-    injector.listen(),
+  const address = await listenAs('injector', settings.injector.host, settings.injector.port, (h) =>
+    injector.listen(h),
   )
   injector.logger.info({ address: `${address.address}:${address.port}` }, 'writegate injector listening')
   untilSignal(injector.logger, () => injector.close())

@@ -33,16 +33,23 @@ export function listenError(listener: Listener, host: string, port: number, err:
   }
 }
 
-/** Runs `listen`, turning its failure into {@link listenError}. */
+/**
+ * Runs `listen` on `host`, turning its failure into {@link listenError}. `::` (every address of
+ * both families, what the image and the injected proxy use) falls back to `0.0.0.0` on a machine
+ * without IPv6 (a node booted with ipv6.disable=1 refuses the family: EAFNOSUPPORT), where the
+ * sidecar would otherwise never start and its pod's agent with it.
+ */
 export async function listenAs<T>(
   listener: Listener,
   host: string,
   port: number,
-  listen: () => Promise<T>,
+  listen: (host: string) => Promise<T>,
 ): Promise<T> {
   try {
-    return await listen()
+    return await listen(host)
   } catch (err) {
+    if (host === '::' && (err as NodeJS.ErrnoException)?.code === 'EAFNOSUPPORT')
+      return listenAs(listener, '0.0.0.0', port, listen)
     throw listenError(listener, host, port, err)
   }
 }

@@ -77,7 +77,8 @@ export interface ControlPlane {
   readonly systems: SystemService
   /** The embedded default's route table file, enrolled for its proxy's tenant (deprecated path). */
   enrolRoutesFile(tenantId: string, file: SystemsFile): Promise<void>
-  listen(): Promise<string>
+  /** On `host`, by default `server.host`. */
+  listen(host?: string): Promise<string>
   close(): Promise<void>
 }
 
@@ -443,7 +444,7 @@ export async function createControlPlane(
           await systemService.upsert({ kind: 'operator', tenantId, source: 'routesFile' }, definition)
         }
       },
-      listen: () => app.listen({ port: settings.server.port, host: settings.server.host }),
+      listen: (host = settings.server.host) => app.listen({ port: settings.server.port, host }),
       close: closeAll,
     }
   } catch (err) {

@@ -11,7 +11,8 @@ import { createWebhookServer, type TlsMaterial, type WebhookServer } from './web
 export interface Injector {
   readonly logger: Logger
   readonly webhook: WebhookServer
-  listen(): Promise<AddressInfo>
+  /** On `host`, by default `injector.host`. */
+  listen(host?: string): Promise<AddressInfo>
   close(): Promise<void>
 }
 
@@ -128,7 +129,7 @@ export function createInjector(settings: Settings, overrides: InjectorOverrides 
   return {
     logger,
     webhook,
-    listen: () => webhook.listen(settings.injector.port, settings.injector.host),
+    listen: (host = settings.injector.host) => webhook.listen(settings.injector.port, host),
     async close() {
       clearInterval(timer)
       await webhook.close()

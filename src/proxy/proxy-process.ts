@@ -218,15 +218,15 @@ export async function startProxy(
     maxInspectedBodyBytes: settings.proxy.maxInspectedBodyBytes,
   })
   const { host, port: wanted } = settings.proxy
-  const port = await listenAs('proxy', host, wanted, () => proxy.listen(wanted, host)).catch(async (err) => {
+  const port = await listenAs('proxy', host, wanted, (h) => proxy.listen(wanted, h)).catch(async (err) => {
     agents.close()
     throw err
   })
   const tlsPort =
     settings.proxy.tls.port === undefined
       ? null
-      : await listenAs('proxy.tls', host, settings.proxy.tls.port, () =>
-          proxy.listenTls(settings.proxy.tls.port as number, host),
+      : await listenAs('proxy.tls', host, settings.proxy.tls.port, (h) =>
+          proxy.listenTls(settings.proxy.tls.port as number, h),
         ).catch(async (err) => {
           await proxy.close()
           agents.close()
@@ -234,8 +234,8 @@ export async function startProxy(
         })
   const { host: metricsHost, port: metricsPort } = settings.metrics
   const metricsServer = opts.metricsServer
-    ? await listenAs('metrics', metricsHost, metricsPort, () =>
-        startMetricsServer(parts.metrics.registry, metricsHost, metricsPort, parts.logger),
+    ? await listenAs('metrics', metricsHost, metricsPort, (h) =>
+        startMetricsServer(parts.metrics.registry, h, metricsPort, parts.logger),
       ).catch(async (err) => {
         await proxy.close()
         agents.close()

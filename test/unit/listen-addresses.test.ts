@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { listenAs } from '../../src/config/listen-errors.js'
 import { loadSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
 import type { InjectionRequest } from '../../src/injector/injection-annotations.js'
@@ -61,4 +62,30 @@ t.test('the injected proxy listens on :: where iptables redirects, whatever its 
   }
   const script = enforceInitContainer(opts, request).command?.join(' ') ?? ''
   t.match(script, `REDIRECT --to-ports ${opts.proxy.port}`, 'the enforce redirect goes to that port')
+})
+
+t.test('"::" falls back to 0.0.0.0 on a machine without IPv6, and only then', async (t) => {
+  const refuse = (code: string) => Object.assign(new Error(`listen ${code}`), { code })
+  const tried: string[] = []
+  const noIpv6 = async (host: string) => {
+    tried.push(host)
+    if (host === '::') throw refuse('EAFNOSUPPORT')
+    return `listening on ${host}`
+  }
+  t.equal(await listenAs('proxy', '::', 15001, noIpv6), 'listening on 0.0.0.0')
+  t.same(tried, ['::', '0.0.0.0'], 'tried :: first')
+  // Anything else on "::" is the setting's fault, named as before.
+  await t.rejects(
+    listenAs('proxy', '::', 15001, async () => {
+      throw refuse('EADDRINUSE')
+    }),
+    { message: /^invalid setting proxy\.port \(WRITEGATE_PROXY_PORT\): \[::\]:15001 is in use$/ },
+  )
+  // An address the operator named is never swapped for another.
+  await t.rejects(
+    listenAs('server', '::1', 8080, async () => {
+      throw refuse('EAFNOSUPPORT')
+    }),
+    { message: /^invalid setting server\.host \(WRITEGATE_HOST\): cannot listen on ::1/ },
+  )
 })
