@@ -1,7 +1,8 @@
+import { spawn } from 'node:child_process'
 import { createConnection, createServer, type Server } from 'node:net'
 import t from 'tap'
 import { openTestDatabase } from '../helpers/backends.js'
-import { runCli } from '../helpers/cli.js'
+import { cliEnv, LAUNCHER, ROOT, runCli } from '../helpers/cli.js'
 import { TEST_DATABASE_URL } from '../helpers/servers.js'
 
 /**
@@ -39,15 +40,27 @@ t.test('a server that comes up while migrate waits is migrated', async (t) => {
   const port = await freePort()
   const url = new URL(db.url as string)
   url.port = String(port)
-  let relay: Server | undefined
-  t.teardown(() => relay?.close())
-  const opened = setTimeout(async () => {
-    relay = await relayTo(port, new URL(TEST_DATABASE_URL))
-  }, 3000)
-  t.teardown(() => clearTimeout(opened))
-  const r = await runCli(['migrate', '--wait', '60'], { env: { WRITEGATE_DATABASE_URL: url.toString() } })
-  t.equal(r.code, 0, r.stderr)
-  const lines = logLines(r.stdout)
+  let relay: Promise<Server> | undefined
+  t.teardown(async () => (await relay)?.close())
+  // The database "comes up" once migrate has said it is waiting for it (not after some time:
+  // a slow start of the command would otherwise find it up already).
+  const child = spawn(process.execPath, [LAUNCHER, 'migrate', '--wait', '120'], {
+    cwd: ROOT,
+    env: cliEnv({ WRITEGATE_DATABASE_URL: url.toString() }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => {
+    stdout += d
+    if (!relay && stdout.includes('not up yet')) relay = relayTo(port, new URL(TEST_DATABASE_URL))
+  })
+  child.stderr.on('data', (d) => {
+    stderr += d
+  })
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve))
+  t.equal(code, 0, stderr)
+  const lines = logLines(stdout)
   t.ok(
     lines.some((l) => l.msg.includes('not up yet') && l.code === 'ECONNREFUSED'),
     'it said it was waiting',
