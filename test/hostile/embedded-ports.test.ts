@@ -157,10 +157,11 @@ t.test('hostile clients on the single-process ports', async (t) => {
   })
 
   for (const target of [targets[0], targets[1], targets[3]] as Target[]) {
-    t.test(`${target.name}: 300 idle connections`, { timeout: 20_000 }, async (t) => {
+    // The limit only catches a hang (a loaded machine is slow); the sockets are released anyway.
+    t.test(`${target.name}: 300 idle connections`, { timeout: 90_000 }, async (t) => {
       const release = await idleSockets(target, 300)
+      t.teardown(release)
       await everyPortServes(t, `300 idle connections on ${target.name}`)
-      release()
     })
   }
 

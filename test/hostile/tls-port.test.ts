@@ -121,10 +121,12 @@ t.test('hostile clients on the proxy TLS port', async (t) => {
     })
   }
 
-  t.test('200 idle connections', { timeout: 20_000 }, async (t) => {
+  // 200 TLS handshakes: on a loaded 2-core machine they took over 20 s. The limit only catches a
+  // hang; the sockets are released even if it is reached.
+  t.test('200 idle connections', { timeout: 90_000 }, async (t) => {
     const release = await idleSockets(target, 200)
+    t.teardown(release)
     await stillServes(t, '200 idle connections')
-    release()
   })
 
   t.test('a client is never logged as an error', async (t) => {

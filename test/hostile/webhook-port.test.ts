@@ -126,12 +126,16 @@ t.test('hostile clients on the injector webhook', async (t) => {
     await stillServes(t, 'a broken TLS record')
   })
 
-  t.test('300 idle connections, some mid-handshake', { timeout: 20_000 }, async (t) => {
+  // The limit only catches a hang (200 TLS handshakes on a loaded machine are slow); the
+  // sockets are released anyway.
+  t.test('300 idle connections, some mid-handshake', { timeout: 90_000 }, async (t) => {
     const bare = await Promise.all(Array.from({ length: 100 }, () => tcp(port)))
+    t.teardown(() => {
+      for (const s of bare) s.resetAndDestroy()
+    })
     const release = await idleSockets(target, 200)
+    t.teardown(release)
     await stillServes(t, '300 idle connections')
-    release()
-    for (const s of bare) s.resetAndDestroy()
   })
 
   t.test('a client is never logged as an error', async (t) => {
