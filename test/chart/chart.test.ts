@@ -537,7 +537,17 @@ t.test('the longest release name Helm takes still makes pods (StatefulSet names 
 t.test(
   'a disruption budget that keeps every replica up is refused: no node drain could evict one',
   async (t) => {
-    const minimal = ['-f', join(CHART, 'examples', 'minimal.yaml')]
+    const renderMinimal = (set: readonly string[]) =>
+      helm([
+        'template',
+        RELEASE,
+        CHART,
+        '-n',
+        NAMESPACE,
+        '-f',
+        join(CHART, 'examples', 'minimal.yaml'),
+        ...set.flatMap((s) => ['--set', s]),
+      ])
     for (const [set, pattern] of [
       [
         ['injector.replicas=1'],
@@ -553,15 +563,7 @@ t.test(
         /controlPlane's replicas \(2\)/,
       ],
     ] as const) {
-      const r = await helm([
-        'template',
-        RELEASE,
-        CHART,
-        '-n',
-        NAMESPACE,
-        ...minimal,
-        ...set.flatMap((s) => ['--set', s]),
-      ])
+      const r = await renderMinimal(set)
       t.not(r.code, 0, set.join(' '))
       t.match(r.stderr, pattern)
     }
@@ -569,15 +571,7 @@ t.test(
       ['injector.replicas=1', 'injector.pdb.enabled=false'],
       ['injector.pdb.minAvailable=50%'],
     ]) {
-      const r = await helm([
-        'template',
-        RELEASE,
-        CHART,
-        '-n',
-        NAMESPACE,
-        ...minimal,
-        ...set.flatMap((s) => ['--set', s]),
-      ])
+      const r = await renderMinimal(set)
       t.equal(r.code, 0, `${set.join(' ')}: ${r.stderr}`)
     }
   },

@@ -398,7 +398,10 @@ export async function idleSockets(target: Target, count: number): Promise<() => 
   // are not idle connections, and the port serving the rest is what the callers check.
   const opened = await Promise.allSettled(Array.from({ length: count }, () => open(target)))
   const raws = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []))
-  if (raws.length < count / 2) throw new Error(`only ${raws.length} of ${count} connections opened`)
+  if (raws.length < count / 2) {
+    for (const raw of raws) reset(raw)
+    throw new Error(`only ${raws.length} of ${count} connections opened`)
+  }
   raws.forEach((raw, i) => {
     if (i % 3 === 1) raw.io.write(`GET ${target.probe} HTTP/1.1\r\nhost: local`)
     if (i % 3 === 2) raw.io.end(`POST ${target.post} HTTP/1.1\r\ncontent-le`)
