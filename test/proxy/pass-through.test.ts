@@ -6,7 +6,9 @@ import { agentRequest, agentRequestExpectingContinue } from '../helpers/proxy.js
 
 /** Guarantee 5: an ALLOWed write passes through faithfully, with real Redis, Postgres and upstream. */
 t.test('pass-through correctness', async (t) => {
-  const fleet = await startFleet(t, { proxies: 1, upstreamTimeoutMs: 400 })
+  // 1 s of upstream silence: short enough to test, long enough that a 24 MiB body hashed in this
+  // same process on a loaded machine never looks like a silent upstream.
+  const fleet = await startFleet(t, { proxies: 1, upstreamTimeoutMs: 1000 })
   const port = fleet.proxies[0]!.port
   const up = fleet.upstream
   const defaultBehaviour = up.behaviour
@@ -113,7 +115,7 @@ t.test('pass-through correctness', async (t) => {
   })
 
   t.test('an upstream that switches protocols unasked gives 502, not an agent left waiting', async (t) => {
-    // The timeout (400 ms here) cannot catch it: Node hands a 101's socket over, unwatched.
+    // The timeout (1 s here) cannot catch it: Node hands a 101's socket over, unwatched.
     up.behaviour = (_req, res) => {
       res.socket?.write('HTTP/1.1 101 Switching Protocols\r\nupgrade: raw\r\nconnection: upgrade\r\n\r\nRAW')
     }
@@ -153,7 +155,7 @@ t.test('pass-through correctness', async (t) => {
   })
 
   t.test('a body that keeps coming is not cut, however long it takes in all', async (t) => {
-    // Six chunks 150 ms apart: 900 ms in all, past the 400 ms timeout, no gap near it.
+    // Six chunks 300 ms apart: 1.8 s in all, past the 1 s timeout, no gap near it.
     up.behaviour = (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' })
       let n = 0
@@ -163,7 +165,7 @@ t.test('pass-through correctness', async (t) => {
           clearInterval(tick)
           res.end()
         }
-      }, 150)
+      }, 300)
     }
     const r = await readAll('/sys_billing/v1/verify')
     t.same(r, { status: 200, complete: true, body: '012345' })
