@@ -167,6 +167,12 @@ export interface ControlPlaneOverrides {
   hot?: HotStore
   metrics?: Metrics
   auditSigningKey?: KeyObject
+  /**
+   * scrypt's cost (log2 N) for the backup codes of new tenants. Tests make hundreds of tenants
+   * and hand in a cheaper one than the default (2^14, about 40 ms a code); a stored hash names
+   * its cost, so codes verify whatever the setting was.
+   */
+  backupCodeCost?: number
 }
 
 /**
@@ -363,6 +369,7 @@ export async function createControlPlane(
         standing: (tenantId, keyId) => gate.standing(tenantId, keyId),
         logger,
         sameEmail: settings.issuance.sameEmail,
+        ...(overrides.backupCodeCost ? { backupCodeCost: overrides.backupCodeCost } : {}),
       }),
       principals: createPrincipalService({ sor, audit, clock, changes }),
       policies: createPolicyService({ sor, audit, clock, changes }),

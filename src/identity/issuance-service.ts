@@ -74,6 +74,8 @@ export interface IssuanceDeps {
   standing: Gate['standing']
   logger: Logger
   sameEmail: 'proof' | 'open'
+  /** scrypt's cost (log2 N) for new backup codes; the default but in tests (backup-codes.ts). */
+  backupCodeCost?: number
 }
 
 type Target =
@@ -122,7 +124,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
   async function enrolmentFor(label: string) {
     const enrolment = newTotpEnrolment('writegate', label)
     const backupCodes = Array.from({ length: BACKUP_CODE_COUNT }, () => newBackupCode())
-    const hashed = await Promise.all(backupCodes.map((c) => hashBackupCode(c)))
+    const hashed = await Promise.all(backupCodes.map((c) => hashBackupCode(c, deps.backupCodeCost)))
     return { enrolment, backupCodes, hashed: hashed.map((h, index) => ({ index, ...h })) }
   }
 
