@@ -1,4 +1,13 @@
+import type { Settings } from '../config/schema.js'
 import { type ArgumentSpec, UsageError } from './arguments.js'
+
+/**
+ * The settings, read and validated before a service's modules load: a bad one stops start-up in
+ * the half second reading them takes, not after the whole service (a second or two more) loaded.
+ */
+async function settings(): Promise<Settings> {
+  return (await import('../config/load.js')).loadSettings()
+}
 
 /**
  * Every `writegate` command: its usage, its arguments, and what runs it. Each implementation is
@@ -47,7 +56,8 @@ proxy.port (WRITEGATE_PROXY_PORT), over in-memory hot state. Stops on SIGTERM or
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve-control-plane.js')).runControlPlane()
+      const loaded = await settings()
+      await (await import('./serve-control-plane.js')).runControlPlane(loaded)
       return undefined
     },
   },
@@ -66,7 +76,8 @@ decides by and drains its receipts. Stops on SIGTERM or SIGINT. See docs/proxy.m
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve-proxy.js')).runProxy()
+      const loaded = await settings()
+      await (await import('./serve-proxy.js')).runProxy(loaded)
       return undefined
     },
   },
@@ -100,7 +111,8 @@ SIGINT. See docs/kubernetes.md.
 ${SETTINGS_NOTE}`,
     positionals: [],
     async run() {
-      await (await import('./serve-injector.js')).runInjector()
+      const loaded = await settings()
+      await (await import('./serve-injector.js')).runInjector(loaded)
       return undefined
     },
   },

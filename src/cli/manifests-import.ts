@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { ConfigError, loadSettings } from '../config/load.js'
-import { migrateConfiguredDatabase, openConfiguredDatabase } from '../control/control-plane.js'
+import { migrateConfiguredDatabase, openConfiguredDatabase } from '../control/configured-database.js'
 import { nowSeconds, systemClock } from '../core/clock.js'
 import { parseEd25519PublicKey } from '../core/ed25519.js'
 import { ManifestFileError, parseSignedManifest } from '../manifests/manifest-file.js'

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { loadSettings } from '../config/load.js'
-import { migrateConfiguredDatabase, openConfiguredDatabase } from '../control/control-plane.js'
+import { migrateConfiguredDatabase, openConfiguredDatabase } from '../control/configured-database.js'
 import { createLogger } from '../observability/logger.js'
 import { type Database, databaseTarget, openDatabase } from '../store/postgres/connect.js'
 import { UsageError } from './arguments.js'

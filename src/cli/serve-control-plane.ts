@@ -1,5 +1,5 @@
 import { listenAs } from '../config/listen-errors.js'
-import { loadSettings } from '../config/load.js'
+import type { Settings } from '../config/schema.js'
 import { createControlPlane } from '../control/control-plane.js'
 import { startMetricsServer } from '../observability/metrics-server.js'
 import { startProxy } from '../proxy/proxy-process.js'
@@ -7,8 +7,7 @@ import { logServiceLinks } from './service-links.js'
 import { untilSignal } from './until-signal.js'
 
 /** `writegate start`: the control plane (and, on the embedded default, gate-proxy beside it). */
-export async function runControlPlane(): Promise<void> {
-  const settings = loadSettings()
+export async function runControlPlane(settings: Settings): Promise<void> {
   const cp = await createControlPlane(settings)
   logServiceLinks(cp.logger)
   const address = await listenAs('server', settings.server.host, settings.server.port, (h) => cp.listen(h))

@@ -1,12 +1,11 @@
 import { listenAs } from '../config/listen-errors.js'
-import { loadSettings } from '../config/load.js'
+import type { Settings } from '../config/schema.js'
 import { createInjector } from '../injector/injector-process.js'
 import { logServiceLinks } from './service-links.js'
 import { untilSignal } from './until-signal.js'
 
 /** `writegate injector`: the admission webhook. */
-export async function runInjector(): Promise<void> {
-  const settings = loadSettings()
+export async function runInjector(settings: Settings): Promise<void> {
   const injector = createInjector(settings)
   logServiceLinks(injector.logger)
   const address = await listenAs('injector', settings.injector.host, settings.injector.port, (h) =>

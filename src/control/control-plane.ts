@@ -39,16 +39,10 @@ import { resolveMasterKey } from '../security/master-key.js'
 import { createSponsorService } from '../sponsor/sponsor-service.js'
 import { createMemoryHotStore } from '../store/memory/hot-store.js'
 import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
-import { migrate } from '../store/migrate.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
-import {
-  type Database,
-  type DatabaseTarget,
-  databaseTarget,
-  openDatabase,
-} from '../store/postgres/connect.js'
+import { type Database, databaseTarget } from '../store/postgres/connect.js'
 import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
 import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
 import { connectRedis, type RedisClient } from '../store/redis/connect.js'
@@ -59,6 +53,7 @@ import { createSystemService, type SystemService } from '../systems/system-servi
 import { createSystemsRegistry } from '../systems/systems-registry.js'
 import { VERSION } from '../version.js'
 import { buildControlApp } from './app.js'
+import { migrateConfiguredDatabase, openConfiguredDatabase, unreachable } from './configured-database.js'
 
 export interface ControlPlane {
   readonly app: FastifyInstance
@@ -80,47 +75,6 @@ export interface ControlPlane {
   /** On `host`, by default `server.host`. */
   listen(host?: string): Promise<string>
   close(): Promise<void>
-}
-
-/**
- * A backing server that cannot be used at start-up: one line naming the setting. A server's own
- * refusal (Postgres: `database "x" does not exist`; Redis: `WRONGPASS …`) is quoted, because its
- * code alone (3D000) tells an operator nothing; neither ever holds the URL's password.
- */
-function unreachable(setting: string, err: Error, failure = 'cannot connect'): ConfigError {
-  const e = err as NodeJS.ErrnoException
-  const line = (e.message || 'error').split('\n')[0]
-  if (e.name === 'PostgresError' || e.name === 'ReplyError')
-    return new ConfigError(`invalid setting ${setting}: ${failure}: ${line}`)
-  return new ConfigError(`invalid setting ${setting}: ${failure} (${e.code ?? line})`)
-}
-
-function databaseSetting(target: DatabaseTarget): string {
-  return target.kind === 'pglite-disk'
-    ? 'dataDir (WRITEGATE_DATA_DIR)'
-    : 'database.url (WRITEGATE_DATABASE_URL)'
-}
-
-/**
- * Opens the configured database. One that cannot be opened (at start-up, or for `writegate
- * migrate`) is blamed on the setting in use: `database.url` when one is set (a server, or
- * `memory://`), `dataDir` for the embedded PGlite under it.
- */
-export function openConfiguredDatabase(target: DatabaseTarget): Promise<Database> {
-  return openDatabase(target).catch((err: Error) => {
-    throw unreachable(
-      databaseSetting(target),
-      err,
-      target.kind === 'pglite-disk' ? `cannot open the embedded database in ${target.dir}` : undefined,
-    )
-  })
-}
-
-/** Applies the migrations; a database that refuses them (a role without CREATE, say) is blamed the same way. */
-export function migrateConfiguredDatabase(db: Database, target: DatabaseTarget): ReturnType<typeof migrate> {
-  return migrate(db.sql).catch((err: Error) => {
-    throw unreachable(databaseSetting(target), err, 'cannot apply the migrations')
-  })
 }
 
 /**
