@@ -27,10 +27,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends iptables ca-cer
 ENV NODE_ENV=production \
     WRITEGATE_CONFIG=/app/config/writegate.yaml \
     WRITEGATE_DATA_DIR=/var/lib/writegate \
-    WRITEGATE_HOST=0.0.0.0 \
+    WRITEGATE_HOST=:: \
     WRITEGATE_PROXY_HOST=:: \
-    WRITEGATE_METRICS_HOST=0.0.0.0 \
-    WRITEGATE_INJECTOR_HOST=0.0.0.0
+    WRITEGATE_METRICS_HOST=:: \
+    WRITEGATE_INJECTOR_HOST=::
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY patches ./patches

@@ -221,7 +221,7 @@ export function proxyContainer(req: InjectionRequest, opts: SidecarOptions): Con
       // proxy port, and the kubelet probes and Prometheus scrapes reach it on the pod's IP.
       { name: 'WRITEGATE_PROXY_HOST', value: '::' },
       { name: 'WRITEGATE_PROXY_PORT', value: String(p.port) },
-      { name: 'WRITEGATE_METRICS_HOST', value: '0.0.0.0' },
+      { name: 'WRITEGATE_METRICS_HOST', value: '::' },
       { name: 'WRITEGATE_METRICS_PORT', value: String(p.metricsPort) },
       ...(req.routesConfigMap
         ? [{ name: 'WRITEGATE_ROUTES_FILE', value: `${ROUTES_DIR}/${p.routesKey}` }]

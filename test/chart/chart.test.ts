@@ -455,9 +455,9 @@ t.test('the pods listen on every interface, and settings.*.host changes where, o
   ])
   const cp = `${RELEASE}-writegate`
   const injector = `${RELEASE}-writegate-injector`
-  t.equal(containerSettings(plain, cp).server.host, '0.0.0.0')
-  t.equal(containerSettings(plain, cp).metrics.host, '0.0.0.0')
-  t.equal(containerSettings(plain, injector).injector.host, '0.0.0.0')
+  t.equal(containerSettings(plain, cp).server.host, '::')
+  t.equal(containerSettings(plain, cp).metrics.host, '::')
+  t.equal(containerSettings(plain, injector).injector.host, '::')
   t.equal(containerSettings(changed, cp).server.host, '::', 'not shadowed by the image')
   t.equal(containerSettings(changed, cp).metrics.host, '::1')
   t.equal(containerSettings(changed, injector).injector.host, '::')

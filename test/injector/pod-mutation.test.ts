@@ -44,7 +44,7 @@ const PROXY_CONTAINER_FOR_BILLING = {
   env: [
     { name: 'WRITEGATE_PROXY_HOST', value: '::' },
     { name: 'WRITEGATE_PROXY_PORT', value: '15001' },
-    { name: 'WRITEGATE_METRICS_HOST', value: '0.0.0.0' },
+    { name: 'WRITEGATE_METRICS_HOST', value: '::' },
     { name: 'WRITEGATE_METRICS_PORT', value: '9464' },
     { name: 'WRITEGATE_ROUTES_FILE', value: '/etc/writegate/routes/systems.yaml' },
     { name: 'WRITEGATE_CREDENTIALS_ALLOW_FILES', value: '/var/run/writegate/credentials' },

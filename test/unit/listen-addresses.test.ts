@@ -29,10 +29,10 @@ t.test('every listener is on loopback by default: the schema and the settings fi
 
 t.test('the image listens on every interface: its ENV over the settings file it ships', async (t) => {
   t.same(hosts(loadSettings(imageEnv())), {
-    server: '0.0.0.0',
+    server: '::',
     proxy: '::',
-    metrics: '0.0.0.0',
-    injector: '0.0.0.0',
+    metrics: '::',
+    injector: '::',
   })
 })
 
@@ -57,7 +57,7 @@ t.test('the injected proxy listens on :: where iptables redirects, whatever its 
   for (const base of [imageEnv(), { WRITEGATE_CONFIG: join(ROOT, 'config', 'writegate.yaml') }]) {
     const s = loadSettings({ ...base, ...sidecarEnv })
     t.equal(s.proxy.host, '::', 'both families, on every interface (the kubelet probes the pod IP)')
-    t.equal(s.metrics.host, '0.0.0.0', 'scraped on the pod IP')
+    t.equal(s.metrics.host, '::', 'scraped on the pod IP, of either family')
     t.equal(s.proxy.port, opts.proxy.port)
   }
   const script = enforceInitContainer(opts, request).command?.join(' ') ?? ''

@@ -185,8 +185,8 @@ over .Values.settings, so one key never means two things.
       "resources" .Values.injector.proxy.resources)
     "enforce" .Values.injector.enforce)
 -}}
-{{- /* Pods listen on every interface (the settings' own default is loopback); `settings` may say otherwise. */}}
-{{- $listen := dict "server" (dict "host" "0.0.0.0") "metrics" (dict "host" "0.0.0.0") "injector" (dict "host" "0.0.0.0") }}
+{{- /* Pods listen on every interface of both families, `::` (the settings' own default is loopback; on a node without IPv6 `::` falls back to 0.0.0.0); `settings` may say otherwise. */}}
+{{- $listen := dict "server" (dict "host" "::") "metrics" (dict "host" "::") "injector" (dict "host" "::") }}
 {{- toYaml (mergeOverwrite $listen (deepCopy .Values.settings) $chart) }}
 {{- end }}
 
