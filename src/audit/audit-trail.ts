@@ -2,16 +2,11 @@ import type { KeyObject } from 'node:crypto'
 import type { AuditServices } from '../control/audit-routes.js'
 import type { Clock } from '../core/clock.js'
 import type { Logger } from '../observability/logger.js'
-import type { SystemOfRecord } from '../store/ports/index.js'
-import { createCheckpointStore } from '../store/postgres/checkpoint-store.js'
-import type { Database } from '../store/postgres/connect.js'
-import { createManifestStore } from '../store/postgres/manifest-store.js'
-import { listenForReceipts } from '../store/postgres/receipt-notifications.js'
-import { createReceiptReader } from '../store/postgres/receipt-reader.js'
+import type { Storage } from '../store/ports/storage.js'
 import type { AuditLog } from './audit-log.js'
 import { createCheckpointer } from './checkpointer.js'
 import { type AppendPath, createGroupCommitAuditLog } from './group-commit.js'
-import { createReceiptWakeups, type Listen } from './receipt-wakeups.js'
+import { createReceiptWakeups } from './receipt-wakeups.js'
 
 export interface AuditTrail {
   /** The append interface every path uses (group-committed). */
@@ -22,8 +17,7 @@ export interface AuditTrail {
 }
 
 export interface AuditTrailOptions {
-  database: Database
-  sor: SystemOfRecord
+  storage: Storage
   signingKey: KeyObject
   clock: Clock
   logger: Logger
@@ -38,12 +32,7 @@ export interface AuditTrailOptions {
 
 /** Builds the audit log's writer, checkpointer, stream wake-ups and read stores; starts the checkpoint cadence. */
 export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
-  const sql = opts.database.sql
-  const reader = createReceiptReader(sql)
-  const checkpoints = createCheckpointStore(sql)
-  // Only a database other processes write needs LISTEN; PGlite is one process (and one
-  // connection, which LISTEN would tie up), so in-process wake-ups cover it.
-  const listen: Listen | undefined = opts.database.shared ? listenForReceipts(sql) : undefined
+  const { receipts: reader, checkpoints, listen } = opts.storage
   const wakeups = createReceiptWakeups({
     reader,
     pollMs: opts.streamPollMs ?? 500,
@@ -51,7 +40,7 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
     ...(listen ? { listen } : {}),
   })
   const log = createGroupCommitAuditLog({
-    sor: opts.sor,
+    sor: opts.storage.sor,
     onCommitted: (ids) => wakeups.committed(ids),
     ...(opts.onAppendPath ? { onPath: opts.onAppendPath } : {}),
   })
@@ -72,7 +61,7 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
       checkpointer,
       wakeups,
       signingKey: opts.signingKey,
-      manifests: createManifestStore(sql),
+      manifests: opts.storage.manifests,
       streamKeepaliveMs: opts.streamKeepaliveMs,
       publicUrl: opts.publicUrl,
     },

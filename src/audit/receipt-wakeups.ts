@@ -1,5 +1,6 @@
 import type { Logger } from '../observability/logger.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
+import type { ReceiptListener } from '../store/ports/storage.js'
 
 /**
  * Tells receipt streams that a tenant's log may have grown. A wake-up is only a hint:
@@ -23,17 +24,12 @@ export interface ReceiptWakeups {
   close(): Promise<void>
 }
 
-/** Subscribes to the Postgres channel; resolves to an unlisten function. */
-export type Listen = (
-  onTenant: (tenantId: string) => void,
-  onListen: () => void,
-) => Promise<() => Promise<void>>
-
 export interface ReceiptWakeupsDeps {
   reader: ReceiptReader
   pollMs: number
   logger: Logger
-  listen?: Listen
+  /** Receipts other processes commit (Postgres LISTEN); absent where this process is the only writer. */
+  listen?: ReceiptListener | undefined
 }
 
 export function createReceiptWakeups(deps: ReceiptWakeupsDeps): ReceiptWakeups {

@@ -26,7 +26,7 @@ export async function runControlPlane(settings: Settings): Promise<void> {
       address,
       proxyPort: proxy?.port ?? null,
       metricsPort: metrics.port,
-      storage: cp.database.kind,
+      storage: cp.storage.kind,
       hotStore: embedded ? 'memory' : 'redis',
     },
     'writegate control plane listening',

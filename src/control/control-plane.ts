@@ -42,9 +42,9 @@ import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
+import type { Storage } from '../store/ports/storage.js'
 import { type Database, databaseTarget } from '../store/postgres/connect.js'
-import { createSnapshotSource } from '../store/postgres/snapshot-source.js'
-import { createSystemOfRecord } from '../store/postgres/system-of-record.js'
+import { createPostgresStorage } from '../store/postgres/storage.js'
 import { connectRedis, type RedisClient } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
@@ -57,7 +57,10 @@ import { migrateConfiguredDatabase, openConfiguredDatabase, unreachable } from '
 
 export interface ControlPlane {
   readonly app: FastifyInstance
-  readonly database: Database
+  /** Where the control plane keeps everything durably. */
+  readonly storage: Storage
+  /** The database under `storage`; null when a test handed in storage of its own (fakes). */
+  readonly database: Database | null
   readonly hot: HotStore
   readonly gate: Gate
   readonly writes: GatedWrites
@@ -113,7 +116,10 @@ async function importSystemsFile(
 
 /** What tests (and nothing else) may hand in instead of building it from settings. */
 export interface ControlPlaneOverrides {
+  /** An open database (migrated here), instead of the configured one. */
   database?: Database
+  /** Storage that is no database at all (the service tests' fakes); wins over `database`. */
+  storage?: Storage
   clock?: Clock
   keyring?: Keyring
   logger?: Logger
@@ -166,13 +172,17 @@ export async function createControlPlane(
     cleanups.length = 0
   }
   try {
-    const database = overrides.database ?? (await openConfiguredDatabase(target))
-    if (!overrides.database) cleanups.push(() => database.close())
-    await migrateConfiguredDatabase(database, target)
-    const sor = createSystemOfRecord(database)
+    let database: Database | null = null
+    if (!overrides.storage) {
+      const opened = overrides.database ?? (await openConfiguredDatabase(target))
+      if (!overrides.database) cleanups.push(() => opened.close())
+      await migrateConfiguredDatabase(opened, target)
+      database = opened
+    }
+    const storage = overrides.storage ?? createPostgresStorage(database as Database)
+    const sor = storage.sor
     const auditTrail = createAuditTrail({
-      database,
-      sor,
+      storage,
       signingKey: auditSigningKey,
       clock,
       logger,
@@ -220,7 +230,7 @@ export async function createControlPlane(
 
     const hotState = hot
     const publisher = createSnapshotPublisher({
-      source: createSnapshotSource(database),
+      source: storage.snapshots,
       hot,
       clock,
       logger,
@@ -278,7 +288,7 @@ export async function createControlPlane(
         audit,
         logger,
         consumer: `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
-        tenantIds: async () => (await createSnapshotSource(database).versions()).map((v) => v.tenantId),
+        tenantIds: async () => (await storage.snapshots.versions()).map((v) => v.tenantId),
       })
       const d = drain
       metrics.watchDrainBacklog(() => d.backlog())
@@ -369,7 +379,7 @@ export async function createControlPlane(
         : null,
     }
     const readiness = async () => {
-      await database.sql`select 1`
+      await storage.ping()
       if (redis) await redis.ping()
     }
 
@@ -386,6 +396,7 @@ export async function createControlPlane(
     cleanups.push(() => app.close())
     return {
       app,
+      storage,
       database,
       hot,
       gate,

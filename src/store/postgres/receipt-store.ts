@@ -175,7 +175,7 @@ async function appendChained(
  * The statement moves a head to `to` on the caller's word: receipts that do not run from
  * `from` to `to` link by link would leave a gap or a fork no constraint catches.
  */
-function assertContiguous(batches: readonly ChainedReceipts[]): void {
+export function assertContiguous(batches: readonly ChainedReceipts[]): void {
   const tenants = new Set<string>()
   for (const b of batches) {
     if (tenants.has(b.tenantId)) throw new TypeError(`appendChained: tenant ${b.tenantId} twice`)
