@@ -4,9 +4,13 @@ import { generate } from 'otplib'
 import t, { type Test } from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
 import { canonicalJson } from '../../src/core/jcs.js'
-import type { DatabaseKind } from '../../src/store/postgres/connect.js'
 import { API_BACKENDS } from '../helpers/backends.js'
-import { type StartOptions, startWithTenantSystems } from '../helpers/control-plane.js'
+import {
+  type StartOptions,
+  startWithTenantSystems,
+  storedReceipts,
+  type TestStorageKind,
+} from '../helpers/control-plane.js'
 import { billingSystems, CREDENTIAL_SECRET, startRecordingServer } from '../helpers/enrolled-systems.js'
 import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
 import { BILLING_CREDENTIALS, billingSystems as proxySystems } from '../helpers/proxy-fixtures.js'
@@ -15,7 +19,7 @@ const REFUND = { charge: 'ch_1', amount: 500 }
 
 async function setup(
   t: Test,
-  kind: DatabaseKind = 'pglite-memory',
+  kind: TestStorageKind = 'fake',
   opts: StartOptions = {},
   /** sys_billing's origin, when it is not the recording server's. */
   origin?: string,
@@ -49,12 +53,7 @@ async function setup(
     api.post(`/v1/agent/actions/${actionId}/approve`, body, { bearer })
   const list = async () =>
     (await api.get('/v1/agent/actions', { bearer: admin })).body.actions as { actionId: string }[]
-  const receipts = async () =>
-    (
-      await cp.database.sql<
-        { body: string }[]
-      >`select body from receipts where tenant_id = ${tenant.tenantId} order by seq`
-    ).map((r) => JSON.parse(r.body))
+  const receipts = () => storedReceipts(cp, tenant.tenantId)
   return {
     ...started,
     clock,
@@ -181,11 +180,11 @@ for (const kind of API_BACKENDS) {
     // the key's monthly quota).
     const now = Math.floor(s.clock.nowMs() / 1000)
     for (let i = 0; i < 101; i++)
-      await s.cp.database
+      await s.cp.database!
         .sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target,
                                 environment, principal_id, key_id, staged_receipt_id, created_at, expires_at)
                               values (${`act_bulk${String(i).padStart(4, '0')}`}, ${s.tenant.tenantId}, 'sys_billing',
-                                      'issue_refund', ${s.cp.database.sql.json({})}, 'refund', null, null,
+                                      'issue_refund', ${s.cp.database!.sql.json({})}, 'refund', null, null,
                                       ${s.tenant.principalId}, ${s.agentKeyId}, 'rcp_x', ${now + 10}, ${now + 900})`
     const big = await page('')
     t.equal(big.actions.length, 100, 'the default limit is 100')
@@ -582,7 +581,7 @@ t.test('brute force: five wrong codes lock the action for a minute', async (t) =
 })
 
 t.test('brute force: the tenant has its own bucket across actions', async (t) => {
-  const s = await setup(t, 'pglite-memory', { settings: { approvals: { codeAttemptsPerTenant: 3 } } })
+  const s = await setup(t, 'fake', { settings: { approvals: { codeAttemptsPerTenant: 3 } } })
   const ids = await Promise.all([1, 2, 3, 4].map((n) => s.stage({ charge: `ch_${n}`, amount: n })))
   for (const id of ids.slice(0, 3)) t.equal((await s.approve(id, { totpCode: 'AAAAA-AAAAA' })).status, 401)
   const r = await s.approve(ids[3]!, { totpCode: await s.code() })
@@ -629,10 +628,11 @@ t.test('require_grant: a grant is given back when the write never left, kept whe
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
   const port = (probe.address() as AddressInfo).port
   await new Promise((resolve) => probe.close(resolve))
+  // Reads the grant's row: on a real database.
   const s = await setup(t, 'pglite-memory', {}, `http://127.0.0.1:${port}`)
   const grantRow = async (grantId: string) =>
     (
-      await s.cp.database.sql<{ consumed_by: string | null }[]>`
+      await s.cp.database!.sql<{ consumed_by: string | null }[]>`
         select consumed_by from grants where tenant_id = ${s.tenant.tenantId} and id = ${grantId}`
     )[0]?.consumed_by
   const grant = async (target: string) =>
@@ -768,6 +768,7 @@ for (const kind of API_BACKENDS) {
 t.test('a write the gate-proxy staged is replayed byte for byte on approval', async (t) => {
   process.env.BILLING_TOKEN = 'proxy-upstream-secret'
   const upstream = await startRecordingServer(t)
+  // Tampers with the stored action: on a real database.
   const { api, cp, tenant, clock } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) =>
     proxySystems(upstream.origin, tenantId),
   )
@@ -830,7 +831,7 @@ t.test('a write the gate-proxy staged is replayed byte for byte on approval', as
   const edited = await approve(id, { totpCode: await code(), params: { amount: 1 } })
   t.same([edited.status, edited.body.code], [400, 'invalid_params'], 'a proxied request cannot be edited')
   const tampered = await stageViaProxy()
-  await cp.database.sql`update pending_actions
+  await cp.database!.sql`update pending_actions
     set params = jsonb_set(params, '{body}', to_jsonb(${Buffer.from('{"amount":99999}').toString('base64')}::text))
     where id = ${tampered}`
   const refused = await approve(tampered, { totpCode: await code() })
@@ -848,7 +849,7 @@ t.test('a write the gate-proxy staged is replayed byte for byte on approval', as
   t.equal(seen.headers.authorization, 'Bearer proxy-upstream-secret')
   t.equal(seen.headers['idempotency-key'], id)
   const [approved] = (
-    await cp.database.sql<{ body: string }[]>`select body from receipts
+    await cp.database!.sql<{ body: string }[]>`select body from receipts
       where tenant_id = ${tenant.tenantId} and kind = 'ACTION_APPROVED'`
   ).map((x) => JSON.parse(x.body))
   t.match(approved.detail, {

@@ -17,7 +17,7 @@ t.test('50 writers x 200 appends on real Postgres, some rolled back, one reconne
   const base = await cp.app.listen({ port: 0, host: '127.0.0.1' })
   const a = await api.newTenant()
   const log = cp.auditTrail.log
-  const sor = createSystemOfRecord(cp.database)
+  const sor = createSystemOfRecord(cp.database!)
   const at = nowSeconds(tcp.clock)
   const d = (writer: number, i: number) =>
     draft({
@@ -88,7 +88,7 @@ t.test('50 writers x 200 appends on real Postgres, some rolled back, one reconne
   t.ok(rolledBack > 1000, `${rolledBack} appends were rolled back`)
   t.equal(v.valid, true, 'the chain verifies')
   t.equal(v.checked, v.headSeq)
-  const [counts] = await cp.database.sql<{ n: number; min: number; max: number }[]>`
+  const [counts] = await cp.database!.sql<{ n: number; min: number; max: number }[]>`
     select count(*)::int as n, min(seq)::int as min, max(seq)::int as max
     from receipts where tenant_id = ${a.tenantId}`
   t.same(counts, { n: v.headSeq, min: 1, max: v.headSeq }, 'seq is exactly 1..N')

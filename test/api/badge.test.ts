@@ -26,7 +26,7 @@ for (const kind of API_BACKENDS) {
       t.equal(r.body.label, 'team docs')
       t.ok(r.body.markdown.includes(r.body.badgeUrl))
       t.type(r.body.note, 'string')
-      const rows = await cp.database.sql`select * from badge_tokens where tenant_id = ${a.tenantId}`
+      const rows = await cp.database!.sql`select * from badge_tokens where tenant_id = ${a.tenantId}`
       t.equal(rows.length, 1)
       t.notOk(
         JSON.stringify(rows).includes(r.body.badgeToken.slice('svc_badge_'.length)),
@@ -141,9 +141,9 @@ for (const kind of API_BACKENDS) {
 }
 
 t.test('issuing or revoking a badge token commits with its receipt, or not at all', async (t) => {
-  const { api, cp } = await startControlPlane(t, 'pglite-memory')
+  const { api, cp } = await startControlPlane(t, 'pglite-memory') // makes the database refuse
   const a = await api.newTenant()
-  const sql = cp.database.sql
+  const sql = cp.database!.sql
   const tokens = () => sql`select revoked_at from badge_tokens where tenant_id = ${a.tenantId}`
   const badgeReceipts = async () =>
     (await sql<{ body: string }[]>`select body from receipts where tenant_id = ${a.tenantId} order by seq`)

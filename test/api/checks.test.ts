@@ -8,7 +8,7 @@ for (const kind of API_BACKENDS) {
     const { api, cp, clock } = await startControlPlane(t, kind)
     const checkReceipts = async (tenantId: string) =>
       (
-        await cp.database.sql<
+        await cp.database!.sql<
           { body: string }[]
         >`select body from receipts where tenant_id = ${tenantId} and kind = 'CHECK' order by seq`
       ).map((r) => JSON.parse(r.body))
@@ -216,7 +216,7 @@ for (const kind of API_BACKENDS) {
           const ok = results.filter((r) => r.status === 200).length
           const refused = results.filter((r) => r.status === 402).length
           t.same([ok, refused], [100, 50], `round ${round}`)
-          const rows = await cp.database.sql<
+          const rows = await cp.database!.sql<
             { n: number }[]
           >`select count(*)::int as n from receipts where kind = 'CHECK' and key_id = ${k.body.keyId}`
           t.equal(rows[0]?.n, 100, 'exactly 100 receipts')
@@ -346,7 +346,7 @@ for (const kind of API_BACKENDS) {
         401,
         'sponsor only',
       )
-      const rows = await cp.database.sql<
+      const rows = await cp.database!.sql<
         { n: number }[]
       >`select count(*)::int as n from receipts where tenant_id = ${o.tenantId} and kind = 'GRANT'`
       t.equal(rows[0]?.n, 3, 'a GRANT receipt per mint')
@@ -391,7 +391,7 @@ for (const kind of API_BACKENDS) {
         t.same([again.status, again.body.code], [404, 'not_revoked'])
       }
       const kinds = (
-        await cp.database.sql<
+        await cp.database!.sql<
           { kind: string }[]
         >`select kind from receipts where tenant_id = ${o.tenantId} and kind in ('REVOKE', 'REINSTATE') order by seq`
       ).map((r) => r.kind)
@@ -446,7 +446,7 @@ for (const kind of API_BACKENDS) {
 }
 
 t.test('tokens: every verify reason', async (t) => {
-  const { api, clock } = await startControlPlane(t, 'pglite-memory')
+  const { api, clock } = await startControlPlane(t, 'fake')
   const o = await api.newTenant()
   const issue = async (key = o.apiKey) =>
     (await api.post('/v1/check', { verb: 'verify', target: 't-1' }, { bearer: key })).body.token as string
@@ -536,6 +536,7 @@ t.test('tokens: every verify reason', async (t) => {
 })
 
 t.test('checks with a request get a lease; STEP_UP with a tool stages an action', async (t) => {
+  // Reads the lease row: on a real database.
   const { api, cp, tenant } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) => ({
     passthrough: [],
     systems: [
@@ -585,7 +586,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     { bearer: key },
   )
   t.match(leased.body, { decision: 'ALLOW', leaseId: /^lse_/, token: /^wgt_/ })
-  const lease = await cp.database
+  const lease = await cp.database!
     .sql`select system_id, binding, used_at from leases where id = ${leased.body.leaseId}`
   t.match(lease[0], { system_id: 'sys_billing', used_at: null })
   t.equal(
@@ -627,7 +628,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
   )
   t.match(honest.body, { decision: 'STEP_UP', verb: 'refund' })
   t.notOk(honest.body.leaseId, 'no lease without an ALLOW')
-  const honestReceipt = await cp.database.sql<
+  const honestReceipt = await cp.database!.sql<
     { body: string }[]
   >`select body from receipts where receipt_id = ${honest.body.receiptId}`
   t.equal(
@@ -668,7 +669,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     { bearer: key },
   )
   t.equal(tagged.status, 200, 'the target filled from {params.charge} is the one sent')
-  const tagReceipt = await cp.database.sql<{ body: string }[]>`
+  const tagReceipt = await cp.database!.sql<{ body: string }[]>`
     select body from receipts where receipt_id = ${tagged.body.receiptId}`
   t.equal(JSON.parse(tagReceipt[0]!.body).target, 'charge:ch_9')
 
@@ -711,7 +712,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     { bearer: key },
   )
   t.match(staged.body, { decision: 'STEP_UP', actionId: /^act_/ })
-  const rows = await cp.database.sql<
+  const rows = await cp.database!.sql<
     { kind: string; body: string }[]
   >`select kind, body from receipts where tenant_id = ${tenant.tenantId} order by seq desc limit 2`
   t.same(rows.map((r) => r.kind).reverse(), ['CHECK', 'ACTION_STAGED'])
@@ -736,7 +737,7 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
 })
 
 t.test('sandbox: keyless 90-second demo grants, demo_write on demo- only, limited per IP', async (t) => {
-  const { api } = await startControlPlane(t, 'pglite-memory', {
+  const { api } = await startControlPlane(t, 'fake', {
     settings: { sandbox: { perIpPerMinute: 3 } },
   })
   let n = 100

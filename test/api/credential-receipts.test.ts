@@ -11,7 +11,7 @@ for (const kind of API_BACKENDS) {
     const totp = await api.post('/v1/sponsor/totp', undefined, { bearer: rotated.body.sponsorToken })
     const badge = await api.post('/v1/badge/tokens', { label: 'docs' }, { bearer: o.apiKey })
     t.equal((await api.delete(`/v1/badge/tokens/${badge.body.badgeToken}`, { bearer: o.apiKey })).status, 204)
-    const rows = await cp.database.sql<{ kind: string; body: string }[]>`
+    const rows = await cp.database!.sql<{ kind: string; body: string }[]>`
       select kind, body from receipts where tenant_id = ${o.tenantId} and kind like 'CREDENTIAL_%' order by seq`
     t.same(
       rows.map((r) => [r.kind, JSON.parse(r.body).detail.credential]),

@@ -5,9 +5,13 @@ import type { ManualClock } from '../../src/core/clock.js'
 import { canonicalJson } from '../../src/core/jcs.js'
 import { requestBinding } from '../../src/core/lease-binding.js'
 import { sha256Hex } from '../../src/core/secret-hash.js'
-import type { DatabaseKind } from '../../src/store/postgres/connect.js'
 import { API_BACKENDS } from '../helpers/backends.js'
-import { type StartOptions, startWithTenantSystems } from '../helpers/control-plane.js'
+import {
+  type StartOptions,
+  startWithTenantSystems,
+  storedReceipts,
+  type TestStorageKind,
+} from '../helpers/control-plane.js'
 import {
   billingSystems,
   CREDENTIAL_SECRET,
@@ -17,7 +21,7 @@ import {
 
 const REFUND = { charge: 'ch_1', amount: 500 }
 
-async function setup(t: Test, kind: DatabaseKind = 'pglite-memory', opts: StartOptions = {}) {
+async function setup(t: Test, kind: TestStorageKind = 'fake', opts: StartOptions = {}) {
   const upstream = await startRecordingServer(t)
   const other = await startRecordingServer(t)
   const started = await startWithTenantSystems(
@@ -37,11 +41,7 @@ async function setup(t: Test, kind: DatabaseKind = 'pglite-memory', opts: StartO
   const execute = (body: Record<string, unknown>, bearer = key, headers?: Record<string, string>) =>
     api.post('/v1/execute', body, { bearer, ...(headers ? { headers } : {}) })
   const executeReceipts = async () =>
-    (
-      await cp.database.sql<
-        { body: string }[]
-      >`select body from receipts where tenant_id = ${tenant.tenantId} and kind = 'EXECUTE' order by seq`
-    ).map((r) => JSON.parse(r.body))
+    (await storedReceipts(cp, tenant.tenantId)).filter((r) => r.kind === 'EXECUTE')
   return { ...started, upstream, other, key, lease, execute, executeReceipts }
 }
 
@@ -138,7 +138,7 @@ t.test('a leased execute reaches the enrolled upstream, with the injected creden
 })
 
 t.test('an ALLOW token creates its lease on first use: token and lease are one right', async (t) => {
-  const s = await setup(t)
+  const s = await setup(t, 'pglite-memory') // deletes the lease row
   const a = await s.lease(refundRequest)
   const first = await s.execute({ ...refundRequest, token: a.token })
   t.equal(first.status, 200)
@@ -148,13 +148,13 @@ t.test('an ALLOW token creates its lease on first use: token and lease are one r
 
   // A token whose check inserted no lease row in this database: the binding alone suffices.
   const b = await s.lease(refundRequest)
-  await s.cp.database.sql`delete from leases where id = ${b.leaseId}`
+  await s.cp.database!.sql`delete from leases where id = ${b.leaseId}`
   t.equal((await s.execute({ ...refundRequest, token: b.token })).status, 200)
   t.equal(s.upstream.requests.length, 2)
 })
 
 t.test('every fail-closed reason: 200, a DENY receipt, and no upstream request', async (t) => {
-  const s = await setup(t)
+  const s = await setup(t, 'pglite-memory') // plants another tenant's lease row
   const clock = s.clock as ManualClock
   const refuse = async (t: Test, body: Record<string, unknown>, reason: string, bearer = s.key) => {
     const r = await s.execute(body, bearer)
@@ -181,7 +181,7 @@ t.test('every fail-closed reason: 200, a DENY receipt, and no upstream request',
     )
     t.equal(foreign.body.code, 'unknown_system', 'another tenant cannot even lease our system')
     // A lease of another tenant, for the same system id and the very same request.
-    await s.cp.database.sql`insert into leases (id, tenant_id, key_id, principal_id, verb, target, system_id,
+    await s.cp.database!.sql`insert into leases (id, tenant_id, key_id, principal_id, verb, target, system_id,
                                                 binding, created_at, expires_at)
       values ('lse_foreign0000000000000', ${stranger.tenantId}, ${stranger.keyId}, ${stranger.principalId},
               'verify', null, 'sys_billing', ${requestBinding('POST', '/v1/refunds', REFUND)}, 0, 9999999999)`
@@ -295,7 +295,7 @@ t.test('gate_error: an unreachable hot store fails closed with a receipt', async
       return inner.commit(req)
     },
   }
-  const s = await setup(t, 'pglite-memory', { hot })
+  const s = await setup(t, 'fake', { hot })
   const l = await s.lease(refundRequest)
   broken = true
   const r = await s.execute({ ...refundRequest, leaseId: l.leaseId })
@@ -311,18 +311,18 @@ t.test('gate_error: an unreachable hot store fails closed with a receipt', async
 })
 
 t.test('no receipt, no write: when the audit log cannot commit, the upstream is never called', async (t) => {
-  const s = await setup(t)
+  const s = await setup(t, 'pglite-memory') // a trigger refuses the receipts
   const l = await s.lease(refundRequest)
   // Any append to the receipts table now fails, as a full disk or a lost primary would.
-  await s.cp.database.sql`create function refuse_receipts() returns trigger language plpgsql as
+  await s.cp.database!.sql`create function refuse_receipts() returns trigger language plpgsql as
     $$ begin raise exception 'audit log unavailable'; end $$`
-  await s.cp.database.sql`create trigger refuse_receipts before insert on receipts
+  await s.cp.database!.sql`create trigger refuse_receipts before insert on receipts
     for each row execute function refuse_receipts()`
   const r = await s.execute({ ...refundRequest, leaseId: l.leaseId })
   t.equal(r.status, 503)
   t.match(r.body, { code: 'gate_unavailable', ok: false, reason: 'gate_error', upstreamCalled: false })
   t.equal(s.upstream.requests.length, 0)
-  const [row] = await s.cp.database.sql`select used_at from leases where id = ${l.leaseId}`
+  const [row] = await s.cp.database!.sql`select used_at from leases where id = ${l.leaseId}`
   t.equal(row?.used_at, null, 'the lease is not used up by a write that did not happen')
 })
 
@@ -383,7 +383,7 @@ t.test('who may execute: API keys of any scope; not a sponsor token, not a dead 
 })
 
 t.test('upstream answers and failures are reported as they are', async (t) => {
-  const s = await setup(t, 'pglite-memory', {
+  const s = await setup(t, 'fake', {
     settings: { execute: { headersTimeoutMs: 300, maxResponseBytes: 2048 } },
   })
   const run = async (respond: Parameters<RecordingServer['respond']>[0]) => {
@@ -466,7 +466,7 @@ t.test('a refused connection: 502, upstreamCalled false', async (t) => {
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
   const port = (probe.address() as AddressInfo).port
   await new Promise((resolve) => probe.close(resolve))
-  const { api, tenant } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) =>
+  const { api, tenant } = await startWithTenantSystems(t, 'fake', (tenantId) =>
     billingSystems(tenantId, `http://127.0.0.1:${port}`),
   )
   const c = await api.post('/v1/check', { verb: 'verify', request: refundRequest }, { bearer: tenant.apiKey })

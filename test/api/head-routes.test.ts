@@ -61,7 +61,7 @@ function send(
  * answered and held a socket, a timer and a subscription.
  */
 t.test('HEAD answers on every GET route, with the status GET has', async (t) => {
-  const { cp, api } = await startControlPlane(t, 'pglite-memory', {
+  const { cp, api } = await startControlPlane(t, 'fake', {
     settings: { server: { port: 0, host: '127.0.0.1' } },
   })
   const port = Number(new URL(await cp.listen()).port)

@@ -25,7 +25,7 @@ function flakyPublish(): { hot: HotStore; failing: { on: boolean } } {
 
 t.test('a first key is never lost to a publish failure: its secrets are still shown', async (t) => {
   const { hot, failing } = flakyPublish()
-  const { api } = await startControlPlane(t, 'pglite-memory', { hot })
+  const { api } = await startControlPlane(t, 'fake', { hot })
   failing.on = true
   const r = await api.post('/v1/keys', { email: 'blip@example.com' })
   t.equal(r.status, 201)
@@ -40,7 +40,7 @@ t.test('a first key is never lost to a publish failure: its secrets are still sh
 
 t.test('a change that could not be published fails closed until it is', async (t) => {
   const { hot, failing } = flakyPublish()
-  const { api } = await startControlPlane(t, 'pglite-memory', { hot })
+  const { api } = await startControlPlane(t, 'fake', { hot })
   const o = await api.newTenant()
   t.equal((await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body.decision, 'ALLOW')
   failing.on = true
@@ -131,7 +131,7 @@ t.test('a key offered as proof while the gate cannot answer: 503, not "proof req
     ...inner,
     commit: (req) => (failing.on ? Promise.reject(new Error('ECONNRESET')) : inner.commit(req)),
   }
-  const { api } = await startControlPlane(t, 'pglite-memory', { hot })
+  const { api } = await startControlPlane(t, 'fake', { hot })
   const o = await api.newTenant()
   failing.on = true
   const r = await api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })

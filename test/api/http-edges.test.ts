@@ -2,7 +2,7 @@ import t from 'tap'
 import { startControlPlane } from '../helpers/control-plane.js'
 
 t.test('HTTP edges answer with clear JSON 4xx, never 500', async (t) => {
-  const { api } = await startControlPlane(t, 'pglite-memory')
+  const { api } = await startControlPlane(t, 'fake')
   const o = await api.newTenant()
 
   t.test('unknown routes are 404 {error: "not found"}', async (t) => {

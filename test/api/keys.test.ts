@@ -7,7 +7,7 @@ for (const kind of API_BACKENDS) {
   t.test(`POST /v1/keys on ${kind}`, async (t) => {
     const { api, clock, cp } = await startControlPlane(t, kind)
     const countTenants = async () =>
-      Number((await cp.database.sql<{ n: string }[]>`select count(*) as n from tenants`)[0]?.n)
+      Number((await cp.database!.sql<{ n: string }[]>`select count(*) as n from tenants`)[0]?.n)
 
     t.test(
       'the first key of an email creates the tenant and shows the sponsor token and TOTP once',
@@ -291,7 +291,7 @@ for (const kind of API_BACKENDS) {
 }
 
 t.test('issuance.sameEmail: open restores the literal behaviour', async (t) => {
-  const { api } = await startControlPlane(t, 'pglite-memory', {
+  const { api } = await startControlPlane(t, 'fake', {
     settings: { issuance: { sameEmail: 'open', perIpPerHour: 1000 } },
   })
   const first = await api.newTenant()
@@ -303,7 +303,7 @@ t.test('issuance.sameEmail: open restores the literal behaviour', async (t) => {
 
 t.test('10 issuances per hour per client IP, with trusted-proxy handling', async (t) => {
   t.test('socket address, and X-Forwarded-For ignored from untrusted peers', async (t) => {
-    const { api, clock } = await startControlPlane(t, 'pglite-memory', {
+    const { api, clock } = await startControlPlane(t, 'fake', {
       settings: { issuance: { perIpPerHour: 10 } },
     })
     for (let i = 0; i < 10; i++) {
@@ -330,7 +330,7 @@ t.test('10 issuances per hour per client IP, with trusted-proxy handling', async
   })
 
   t.test('every attempt counts, malformed ones included', async (t) => {
-    const { api } = await startControlPlane(t, 'pglite-memory', {
+    const { api } = await startControlPlane(t, 'fake', {
       settings: { issuance: { perIpPerHour: 3 } },
     })
     const from = { remoteAddress: '203.0.113.50' }
@@ -345,7 +345,7 @@ t.test('10 issuances per hour per client IP, with trusted-proxy handling', async
   })
 
   t.test('X-Forwarded-For is honoured only from a configured trusted proxy', async (t) => {
-    const { api } = await startControlPlane(t, 'pglite-memory', {
+    const { api } = await startControlPlane(t, 'fake', {
       settings: { issuance: { perIpPerHour: 2 }, server: { trustProxy: ['10.0.0.0/8'] } },
     })
     const via = (client: string, email: string) =>

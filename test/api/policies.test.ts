@@ -263,7 +263,7 @@ for (const kind of API_BACKENDS) {
     t.test('every PUT writes a POLICY_UPDATE receipt; agent keys cannot touch policy', async (t) => {
       const o = await api.newTenant()
       await api.put('/v1/policies/environments/staging', { refund: 'allow' }, { bearer: o.apiKey })
-      const rows = await cp.database.sql<
+      const rows = await cp.database!.sql<
         { body: string }[]
       >`select body from receipts where tenant_id = ${o.tenantId} and kind = 'POLICY_UPDATE'`
       t.equal(rows.length, 1)

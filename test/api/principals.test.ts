@@ -6,7 +6,7 @@ for (const kind of API_BACKENDS) {
   t.test(`principals on ${kind}`, async (t) => {
     const { api, cp } = await startControlPlane(t, kind)
     const receiptsOf = async (tenantId: string) =>
-      cp.database.sql<
+      cp.database!.sql<
         { kind: string; body: string }[]
       >`select kind, body from receipts where tenant_id = ${tenantId} order by seq`
 

@@ -112,7 +112,7 @@ for (const kind of API_BACKENDS) {
 }
 
 t.test('closing the control plane ends open streams', async (t) => {
-  const tcp = await startControlPlane(t, 'pglite-memory')
+  const tcp = await startControlPlane(t, 'fake')
   const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
   const a = await tcp.api.newTenant()
   const c = openStream(base, a.apiKey)
@@ -187,7 +187,7 @@ t.test('Postgres NOTIFY wakes streams only after a commit', async (t) => {
 })
 
 t.test('a stream ends once its key is revoked: it does not outlive its credential', async (t) => {
-  const tcp = await startControlPlane(t, 'pglite-memory', {
+  const tcp = await startControlPlane(t, 'fake', {
     settings: { audit: { streamKeepaliveSeconds: 1 } },
   })
   const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
@@ -222,7 +222,7 @@ t.test('a stream ends once its key is revoked: it does not outlive its credentia
 
 t.test('a revoked key is delivered no receipt written after its revocation', async (t) => {
   // Keepalives far apart: the stream must not wait for one to notice the revocation.
-  const tcp = await startControlPlane(t, 'pglite-memory', {
+  const tcp = await startControlPlane(t, 'fake', {
     settings: { audit: { streamKeepaliveSeconds: 15 } },
   })
   const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })

@@ -60,11 +60,11 @@ const intruder = ed25519()
 for (const kind of API_BACKENDS) {
   t.test(`verify endpoint detects tampering in the database: ${kind}`, async (t) => {
     const { api, cp } = await startControlPlane(t, kind)
-    const sql = cp.database.sql
+    const sql = cp.database!.sql
     const { log, services } = cp.auditTrail
 
     /** A fresh tenant with a log, a signed checkpoint, and sometimes receipts after it. */
-    const stores = createSystemOfRecord(cp.database).stores
+    const stores = createSystemOfRecord(cp.database!).stores
     /** A tenant and an admin key written straight to the store: much cheaper than issuance (TOTP, backup codes). */
     async function quickTenant() {
       const tenantId = newId('tenant')

@@ -151,8 +151,8 @@ for (const kind of API_BACKENDS) {
       const beyond = await api.get('/v1/receipts/verify?from=1000', { bearer: a.apiKey })
       t.match(beyond.body, { valid: true, checked: 0 })
       const empty = await api.newTenant()
-      await cp.database.sql`delete from receipts where tenant_id = ${empty.tenantId}`
-      await cp.database.sql`delete from audit_heads where tenant_id = ${empty.tenantId}`
+      await cp.database!.sql`delete from receipts where tenant_id = ${empty.tenantId}`
+      await cp.database!.sql`delete from audit_heads where tenant_id = ${empty.tenantId}`
       const none = await api.get('/v1/receipts/verify', { bearer: empty.apiKey })
       t.match(none.body, { valid: true, checked: 0, headSeq: 0 })
     })

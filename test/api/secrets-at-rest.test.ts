@@ -23,12 +23,12 @@ for (const kind of API_BACKENDS) {
       ...reenrolled.body.totp.backupCodes,
     ]
     // A dump-like read: every row of every table, as text.
-    const tables = await cp.database.sql<{ table_name: string }[]>`
+    const tables = await cp.database!.sql<{ table_name: string }[]>`
       select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'`
     t.ok(tables.length >= 8)
     let dump = ''
     for (const { table_name } of tables) {
-      const rows = await cp.database.sql.unsafe(`select row_to_json(x)::text as j from "${table_name}" x`)
+      const rows = await cp.database!.sql.unsafe(`select row_to_json(x)::text as j from "${table_name}" x`)
       dump += rows.map((r) => r.j).join('\n')
     }
     t.ok(dump.length > 1000, 'the dump holds the data')

@@ -26,13 +26,13 @@ for (const kind of API_BACKENDS) {
     })
     const receipts = async (tenantId: string, k: string) =>
       (
-        await cp.database.sql<
+        await cp.database!.sql<
           { body: string }[]
         >`select body from receipts where tenant_id = ${tenantId} and kind = ${k} order by seq`
       ).map((r) => JSON.parse(r.body))
     const tenantVersion = async (tenantId: string) =>
       Number(
-        (await cp.database.sql<{ v: number }[]>`select version as v from tenants where id = ${tenantId}`)[0]
+        (await cp.database!.sql<{ v: number }[]>`select version as v from tenants where id = ${tenantId}`)[0]
           ?.v,
       )
 
@@ -332,7 +332,7 @@ for (const kind of API_BACKENDS) {
 }
 
 t.test('limits: 100 systems per tenant, 500 routes per system', async (t) => {
-  const { api } = await startControlPlane(t, 'pglite-memory')
+  const { api } = await startControlPlane(t, 'fake')
   const o = await api.newTenant()
   const many = Array.from({ length: 501 }, (_, i) => ({ method: 'POST', path: `/v1/r${i}`, verb: 'verify' }))
   const tooMany = await api.post('/v1/systems', billing({ routes: many }), { bearer: o.apiKey })
@@ -349,7 +349,7 @@ t.test('limits: 100 systems per tenant, 500 routes per system', async (t) => {
 })
 
 t.test('private upstreams are allowed by default in the embedded default (no Redis)', async (t) => {
-  const embedded = await startControlPlane(t, 'pglite-memory')
+  const embedded = await startControlPlane(t, 'fake')
   const o = await embedded.api.newTenant()
   const loopback = billing({ upstream: 'http://127.0.0.1:9000' })
   t.equal((await embedded.api.post('/v1/systems', loopback, { bearer: o.apiKey })).status, 201)

@@ -7,7 +7,7 @@ for (const kind of API_BACKENDS) {
     const { api, cp } = await startControlPlane(t, kind)
     const receipts = async (tenantId: string, k: string) =>
       (
-        await cp.database.sql<
+        await cp.database!.sql<
           { body: string }[]
         >`select body from receipts where tenant_id = ${tenantId} and kind = ${k} order by seq`
       ).map((r) => JSON.parse(r.body))

@@ -26,7 +26,7 @@ function file(systems: unknown[]): string {
 }
 
 t.test('writegate systems apply / export against a running control plane', async (t) => {
-  const { api, cp } = await startControlPlane(t, 'pglite-memory', {
+  const { api, cp } = await startControlPlane(t, 'fake', {
     settings: { server: { port: 0, host: '127.0.0.1' } },
   })
   const url = await cp.listen()

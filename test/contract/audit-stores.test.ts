@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { signCheckpoint } from '../../src/core/checkpoint.js'
 import { newId } from '../../src/core/ids.js'
 import { draft, EMPTY_HEAD } from '../../src/core/receipt.js'
@@ -7,21 +7,33 @@ import { createCheckpointStore } from '../../src/store/postgres/checkpoint-store
 import { createManifestStore } from '../../src/store/postgres/manifest-store.js'
 import { createReceiptReader } from '../../src/store/postgres/receipt-reader.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
+import { createFakeStorage } from '../fakes/fake-storage.js'
 import { ed25519 } from '../helpers/audit-logs.js'
 import { ALL_BACKENDS, openTestDatabase } from '../helpers/backends.js'
 
 const key = ed25519().privateKey
 
-/** The audit read side, checkpoints, badge tokens and manifests, on every backend. */
-for (const kind of ALL_BACKENDS) {
+async function stores(t: Test, kind: (typeof ALL_BACKENDS)[number] | 'fake') {
+  if (kind === 'fake') {
+    const storage = createFakeStorage()
+    const { sor, receipts: reader, checkpoints, manifests } = storage
+    return { sor, reader, checkpoints, manifests, badges: sor.stores.badgeTokens }
+  }
+  const tdb = await openTestDatabase(kind)
+  t.teardown(() => tdb.close())
+  return {
+    sor: createSystemOfRecord(tdb.db),
+    reader: createReceiptReader(tdb.db.sql),
+    checkpoints: createCheckpointStore(tdb.db.sql),
+    badges: createBadgeTokenStore(tdb.db.sql),
+    manifests: createManifestStore(tdb.db.sql),
+  }
+}
+
+/** The audit read side, checkpoints, badge tokens and manifests, on every backend and the fakes. */
+for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
   t.test(`audit stores contract: ${kind}`, async (t) => {
-    const tdb = await openTestDatabase(kind)
-    t.teardown(() => tdb.close())
-    const sor = createSystemOfRecord(tdb.db)
-    const reader = createReceiptReader(tdb.db.sql)
-    const checkpoints = createCheckpointStore(tdb.db.sql)
-    const badges = createBadgeTokenStore(tdb.db.sql)
-    const manifests = createManifestStore(tdb.db.sql)
+    const { sor, reader, checkpoints, badges, manifests } = await stores(t, kind)
 
     async function tenant(): Promise<string> {
       const id = newId('tenant')

@@ -1,17 +1,69 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { newId } from '../../src/core/ids.js'
 import { chainReceipts, draft, type ReceiptDraft } from '../../src/core/receipt.js'
 import { chainHash, GENESIS_HASH } from '../../src/core/receipt-chain.js'
 import { migrate } from '../../src/store/migrate.js'
+import type { SystemOfRecord } from '../../src/store/ports/index.js'
+import type { Database } from '../../src/store/postgres/connect.js'
+import { createReceiptReader } from '../../src/store/postgres/receipt-reader.js'
 import { createStores, createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
+import { FakeDatabase, key } from '../fakes/fake-database.js'
+import { createFakeReceiptReader } from '../fakes/fake-receipt-reader.js'
+import { createFakeSystemOfRecord } from '../fakes/fake-system-of-record.js'
 import { ALL_BACKENDS, openTestDatabase } from '../helpers/backends.js'
 
-/** One suite, run against every system-of-record backend (Cerbos-style TestSuite(store)). */
-for (const kind of ALL_BACKENDS) {
+/** What the suite runs against: a real adapter (with its database, for its own checks) or the fakes. */
+interface Subject {
+  sor: SystemOfRecord
+  /** The real adapter's database; null for the fakes, which have no SQL to check. */
+  db: Database | null
+  /** Stored head seqs of these tenants. */
+  heads(tenantIds: string[]): Promise<Map<string, number>>
+  /** A receipts row at (tenant, seq) written behind the store's back, as a stray writer would. */
+  plantReceipt(tenantId: string, seq: number): Promise<void>
+}
+
+async function subject(t: Test, kind: (typeof ALL_BACKENDS)[number] | 'fake'): Promise<Subject> {
+  if (kind === 'fake') {
+    const db = new FakeDatabase()
+    const reader = createFakeReceiptReader({ db, tx: null })
+    return {
+      sor: createFakeSystemOfRecord(db),
+      db: null,
+      heads: (ids) => reader.headSeqs(ids),
+      async plantReceipt(tenantId, seq) {
+        const row = { tenantId, seq, receiptId: newId('receipt'), kind: 'CHECK', decision: null }
+        db.receipts.set(null, key(tenantId, seq), {
+          ...row,
+          createdAt: 0,
+          keyId: null,
+          body: '{}',
+          hash: 'x',
+        })
+      },
+    }
+  }
+  const tdb = await openTestDatabase(kind)
+  t.teardown(() => tdb.close())
+  const reader = createReceiptReader(tdb.db.sql)
+  return {
+    sor: createSystemOfRecord(tdb.db),
+    db: tdb.db,
+    heads: (ids) => reader.headSeqs(ids),
+    async plantReceipt(tenantId, seq) {
+      await tdb.db.sql`insert into receipts (tenant_id, seq, receipt_id, kind, created_at, body, hash)
+                       values (${tenantId}, ${seq}, ${newId('receipt')}, 'CHECK', 0, '{}', 'x')`
+    },
+  }
+}
+
+/**
+ * One suite, run against every system-of-record backend (Cerbos-style TestSuite(store)), and
+ * against the fakes the service tests run on (test/fakes), so they cannot drift apart.
+ */
+for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
   t.test(`system of record contract: ${kind}`, async (t) => {
-    const tdb = await openTestDatabase(kind)
-    t.teardown(() => tdb.close())
-    const sor = createSystemOfRecord(tdb.db)
+    const { sor, db: sqlDb, heads: headSeqs, plantReceipt } = await subject(t, kind)
     const s = sor.stores
 
     async function tenant(): Promise<string> {
@@ -20,16 +72,18 @@ for (const kind of ALL_BACKENDS) {
       return id
     }
 
-    t.test('migrations are idempotent', async (t) => {
-      t.same((await migrate(tdb.db.sql)).applied, [])
-    })
+    if (sqlDb) {
+      t.test('migrations are idempotent', async (t) => {
+        t.same((await migrate(sqlDb.sql)).applied, [])
+      })
 
-    // A generic plan made while the audit log was small stayed a sequential scan of the whole
-    // log in every receipt append; every statement is planned for the tables as they are.
-    t.test('sessions never keep a generic plan', async (t) => {
-      const [row] = await tdb.db.sql<{ plan_cache_mode: string }[]>`show plan_cache_mode`
-      t.equal(row?.plan_cache_mode, 'force_custom_plan')
-    })
+      // A generic plan made while the audit log was small stayed a sequential scan of the whole
+      // log in every receipt append; every statement is planned for the tables as they are.
+      t.test('sessions never keep a generic plan', async (t) => {
+        const [row] = await sqlDb.sql<{ plan_cache_mode: string }[]>`show plan_cache_mode`
+        t.equal(row?.plan_cache_mode, 'force_custom_plan')
+      })
+    }
 
     t.test('tenants: emails are claimed once, versions only go up', async (t) => {
       const a = await tenant()
@@ -119,9 +173,11 @@ for (const kind of ALL_BACKENDS) {
       t.equal(await s.roster.remove(a, key, 20), true)
       t.equal(await s.roster.remove(a, key, 21), false, 'lifted already')
       t.same(await s.roster.list(a), [], 'a lifted entry is not on the roster')
-      const [row] = await tdb.db.sql<{ revoked_at: number; lifted_at: number }[]>`
-        select revoked_at, lifted_at from revocations where tenant_id = ${a}`
-      t.same([Number(row?.revoked_at), Number(row?.lifted_at)], [10, 20], 'but kept, with both times')
+      if (sqlDb) {
+        const [row] = await sqlDb.sql<{ revoked_at: number; lifted_at: number }[]>`
+          select revoked_at, lifted_at from revocations where tenant_id = ${a}`
+        t.same([Number(row?.revoked_at), Number(row?.lifted_at)], [10, 20], 'but kept, with both times')
+      }
       t.equal(await s.roster.add(a, key, 'again', 30), true, 'revoked again')
       t.same(await s.roster.list(a), [{ target: key, reason: 'again', revokedAt: 30 }])
       t.equal(await s.roster.add(a, { kind: 'all' }, null, 40), true)
@@ -262,14 +318,12 @@ for (const kind of ALL_BACKENDS) {
 
       // A row planted where a's next receipt goes makes the batch's insert fail: nothing of the
       // batch is kept (b's receipt included), and the connection is not left in a transaction.
-      await tdb.db.sql`insert into receipts (tenant_id, seq, receipt_id, kind, created_at, body, hash)
-                       values (${a}, 9, ${newId('receipt')}, 'CHECK', 0, '{}', 'x')`
+      await plantReceipt(a, 9)
       const lost = [d(b, 100), d(a, 101)]
       await t.rejects(appendAlone(lost), { code: '23505' })
       t.equal(await s.receipts.get(b, lost[0]!.receiptId), null, 'rolled back whole')
       t.equal((await s.receipts.list(b, 8, 10)).length, 0)
-      const [head] = await tdb.db.sql<{ seq: number }[]>`select seq from audit_heads where tenant_id = ${a}`
-      t.equal(head?.seq, 8, 'the head did not move')
+      t.equal((await headSeqs([a])).get(a), 8, 'the head did not move')
       for (let i = 0; i < 12; i++) {
         // More than the pool's connections: a connection left inside the failed transaction
         // would refuse these.
@@ -287,13 +341,10 @@ for (const kind of ALL_BACKENDS) {
         const d = (tenantId: string, n: number) =>
           draft({ receiptId: newId('receipt'), tenantId, kind: 'CHECK', createdAt: n, detail: { n } })
         const [a1] = await sor.transaction((x) => x.receipts.append([d(a, 1), d(b, 1)]))
-        const heads = async () =>
-          Object.fromEntries(
-            (
-              await tdb.db.sql<{ tenant_id: string; seq: number }[]>`
-              select tenant_id, seq from audit_heads where tenant_id in (${a}, ${b})`
-            ).map((h) => [h.tenant_id === a ? 'a' : 'b', Number(h.seq)]),
-          )
+        const heads = async () => {
+          const seqs = await headSeqs([a, b])
+          return { a: seqs.get(a), b: seqs.get(b) }
+        }
         const headA = { seq: 1, hash: a1!.hash }
         const chainedA = chainReceipts(headA, [d(a, 2), d(a, 3)])
         const bStored = (await s.receipts.list(b, 0, 10))[0]!
@@ -374,7 +425,8 @@ for (const kind of ALL_BACKENDS) {
 
     // Only a database other connections write can make the statement wait on a head row held by
     // another transaction; PGlite has one connection and runs statements in turn.
-    if (tdb.db.shared) {
+    if (sqlDb?.shared) {
+      const tdb = { db: sqlDb }
       t.test(
         'receipts: a statement waiting on a head held by another transaction sees the head it commits',
         async (t) => {
@@ -518,9 +570,11 @@ for (const kind of ALL_BACKENDS) {
         t.equal(await s.systems.replace(a, 'sys_x', def, 40), null, 'a tombstone is not replaced')
         t.equal(await s.systems.insert(a, 'sys_x', def, 41), null, 'nor reused')
         t.equal(await s.systems.get(a, 'sys_never'), null)
-        const stored = await tdb.db.sql<{ definition: Record<string, unknown> }[]>`
-        select definition from systems where tenant_id = ${b} and system_id = 'sys_x'`
-        t.notOk('systemId' in (stored[0]?.definition ?? {}), 'the id is the row key, not in the definition')
+        if (sqlDb) {
+          const stored = await sqlDb.sql<{ definition: Record<string, unknown> }[]>`
+          select definition from systems where tenant_id = ${b} and system_id = 'sys_x'`
+          t.notOk('systemId' in (stored[0]?.definition ?? {}), 'the id is the row key, not in the definition')
+        }
       },
     )
 
@@ -557,7 +611,7 @@ for (const kind of ALL_BACKENDS) {
         })
         .catch(() => {})
       t.equal((await s.tenants.get(a))?.version, 0)
-      t.ok(createStores(tdb.db.sql).tenants, 'stores bind to any handle')
+      if (sqlDb) t.ok(createStores(sqlDb.sql).tenants, 'stores bind to any handle')
     })
   })
 }

@@ -9,12 +9,22 @@ import { createLogger, type Logger } from '../../src/observability/logger.js'
 import type { Keyring } from '../../src/security/keyring.js'
 import { deriveKeyring } from '../../src/security/keyring.js'
 import type { HotStore } from '../../src/store/ports/hot-store.js'
+import type { Storage } from '../../src/store/ports/storage.js'
 import type { DatabaseKind } from '../../src/store/postgres/connect.js'
+import { createFakeStorage } from '../fakes/fake-storage.js'
 import { openTestDatabase, type TestDatabase } from './backends.js'
 
-export interface TestControlPlane {
+/**
+ * What a test control plane keeps its state in: a real database of the given kind, or `fake`, the
+ * in-memory fake stores (test/fakes) for service tests that only talk to the API. The contract
+ * suites hold the fakes to the real adapters' behaviour.
+ */
+export type TestStorageKind = DatabaseKind | 'fake'
+
+export interface TestControlPlane<K extends TestStorageKind = TestStorageKind> {
   cp: ControlPlane
-  db: TestDatabase
+  /** The real database; null on the fakes. */
+  db: K extends 'fake' ? null : TestDatabase
   clock: Clock
   api: Api
 }
@@ -24,6 +34,8 @@ export interface StartOptions {
   clock?: Clock
   /** Reuse a database (a second instance on the same Postgres, say). */
   db?: TestDatabase
+  /** Reuse fake storage (a second instance over the same fakes). */
+  storage?: Storage
   systems?: SystemsFile
   hot?: HotStore
   keyring?: Keyring
@@ -45,16 +57,16 @@ export function testSettings(extra: Record<string, unknown> = {}): Settings {
   return parseSettings({ log: { level: 'silent' }, issuance: { perIpPerHour: 100000 }, ...extra })
 }
 
-export async function startControlPlane(
+export async function startControlPlane<K extends TestStorageKind>(
   t: Test,
-  kind: DatabaseKind,
+  kind: K,
   opts: StartOptions = {},
-): Promise<TestControlPlane> {
-  const db = opts.db ?? (await openTestDatabase(kind))
+): Promise<TestControlPlane<K>> {
+  const db = kind === 'fake' ? null : (opts.db ?? (await openTestDatabase(kind)))
   const settings = testSettings(opts.settings)
   const clock = opts.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0))
   const cp = await createControlPlane(settings, {
-    database: db.db,
+    ...(db ? { database: db.db } : { storage: opts.storage ?? createFakeStorage() }),
     clock,
     keyring: opts.keyring ?? deriveKeyring(randomBytes(32)),
     logger: opts.logger ?? createLogger(settings.log.level),
@@ -65,9 +77,9 @@ export async function startControlPlane(
   })
   t.teardown(async () => {
     await cp.close()
-    if (!opts.db) await db.close()
+    if (db && !opts.db) await db.close()
   })
-  return { cp, db, clock, api: new Api(cp) }
+  return { cp, db: db as TestControlPlane<K>['db'], clock, api: new Api(cp) }
 }
 
 /**
@@ -77,17 +89,18 @@ export async function startControlPlane(
  */
 export async function startWithTenantSystems(
   t: Test,
-  kind: DatabaseKind,
+  kind: TestStorageKind,
   systemsFor: (tenantId: string) => SystemsFile,
   opts: StartOptions = {},
 ) {
-  const db = opts.db ?? (await openTestDatabase(kind))
-  if (!opts.db) t.teardown(() => db.close())
+  const db = kind === 'fake' ? null : (opts.db ?? (await openTestDatabase(kind)))
+  if (db && !opts.db) t.teardown(() => db.close())
+  const storage = kind === 'fake' ? (opts.storage ?? createFakeStorage()) : undefined
   const keyring = deriveKeyring(randomBytes(32))
   const clock = opts.clock ?? new ManualClock(Date.UTC(2026, 10, 21, 12, 0, 0))
   const auditSigningKey = opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey
   const first = await createControlPlane(testSettings(opts.settings), {
-    database: db.db,
+    ...(db ? { database: db.db } : { storage }),
     clock,
     keyring,
     logger: createLogger('silent'),
@@ -99,7 +112,8 @@ export async function startWithTenantSystems(
   const second = await startControlPlane(t, kind, {
     ...opts,
     auditSigningKey,
-    db,
+    ...(db ? { db } : {}),
+    ...(storage ? { storage } : {}),
     clock,
     keyring,
     systems: systemsFor(tenant.tenantId),
@@ -193,4 +207,16 @@ export class Api {
       email,
     }
   }
+}
+
+/**
+ * Every receipt of the tenant in seq order, as stored (its hashed body, parsed), read through the
+ * control plane's storage: the same on a real database and on the fakes.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: receipts are inspected loosely, as parsed JSON
+export async function storedReceipts(cp: ControlPlane, tenantId: string): Promise<any[]> {
+  const reader = cp.storage.receipts
+  const head = await reader.head(tenantId)
+  const rows = await reader.rows(tenantId, 0, head.seq, Number.MAX_SAFE_INTEGER)
+  return rows.map((r) => JSON.parse(r.body))
 }

@@ -13,7 +13,7 @@ import { openTestRedis } from './redis.js'
 import { startRedisCluster } from './redis-cluster.js'
 import { RecordingUpstream } from './upstream.js'
 
-export interface Fleet extends TestControlPlane {
+export interface Fleet extends TestControlPlane<'postgres'> {
   upstream: RecordingUpstream
   proxies: RunningProxy[]
   tenant: { apiKey: string; sponsorToken: string; tenantId: string; email: string; totp: { secret: string } }

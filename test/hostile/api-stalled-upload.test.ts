@@ -8,7 +8,7 @@ import { startControlPlane } from '../helpers/control-plane.js'
  * gate-proxy, and shutdown cuts it after a short grace instead of waiting for the client.
  */
 t.test('a stalled upload holds neither the API port past its time limit nor shutdown', async (t) => {
-  const { cp } = await startControlPlane(t, 'pglite-memory', {
+  const { cp } = await startControlPlane(t, 'fake', {
     settings: { server: { port: 0, host: '127.0.0.1' } },
   })
   const port = Number(new URL(await cp.listen()).port)

@@ -56,7 +56,7 @@ t.test('hostile clients on the single-process ports', async (t) => {
   t.teardown(() => tunnelEnd.close())
   const tunnelPort = (tunnelEnd.address() as { port: number }).port
 
-  const { cp, api } = await startControlPlane(t, 'pglite-memory', {
+  const { cp, api } = await startControlPlane(t, 'fake', {
     settings: { server: { port: 0, host: '127.0.0.1' } },
     logger,
   })

@@ -43,6 +43,7 @@ const sessionCookie = (res: { headers: Record<string, unknown> }) =>
   /wg_portal=(wgps_[^;]+)/.exec(String(res.headers['set-cookie']))?.[1] as string
 
 t.test('portal sessions', async (t) => {
+  // Reads the sessions table: on a real database.
   const { cp, api, clock } = await startControlPlane(t, 'pglite-memory')
   const manual = clock as ManualClock
   const tenant = await api.newTenant()
@@ -98,7 +99,7 @@ t.test('portal sessions', async (t) => {
       t.match(session, /^wg_portal=wgps_[0-9A-Za-z]{43}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict$/)
       t.notMatch(session, /Secure/, 'plain HTTP: not Secure')
       const token = sessionCookie(res)
-      const stored = await cp.database.sql`select * from portal_sessions`
+      const stored = await cp.database!.sql`select * from portal_sessions`
       t.ok(stored.length >= 1)
       t.notOk(JSON.stringify(stored).includes(token), 'the cookie value is not in the table')
       const ok = await receiptsOf('PORTAL_SIGN_IN')
@@ -116,7 +117,7 @@ t.test('portal sessions', async (t) => {
   )
 
   t.test('Secure when a trusted proxy says the request came over TLS', async (t) => {
-    const behind = await startControlPlane(t, 'pglite-memory', {
+    const behind = await startControlPlane(t, 'fake', {
       settings: { server: { trustProxy: ['127.0.0.1'] } },
     })
     const { pre } = await preSession(behind.cp)

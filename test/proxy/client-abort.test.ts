@@ -53,7 +53,7 @@ t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
   t.ok((aborted()?.level ?? 0) <= LOG_LEVEL.info, 'at info or below')
   t.match(aborted(), { cause: String }, 'with its cause')
   t.notOk(JSON.stringify(aborted()).includes('"stack"'), 'and no stack trace: it is no fault of the proxy')
-  const staged = await cp.database.sql<{ n: number }[]>`
+  const staged = await cp.database!.sql<{ n: number }[]>`
     select count(*)::int as n from pending_actions where tenant_id = ${o.tenantId}`
   t.equal(staged[0]?.n, 0, 'nothing was staged')
   t.equal(upstream.received.length, 0)

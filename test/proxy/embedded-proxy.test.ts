@@ -38,7 +38,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
       )
       t.equal(got?.headers['x-writegate-grant'], undefined)
       t.equal(got?.body.toString(), '{"a":1}')
-      const rows = await cp.database.sql<
+      const rows = await cp.database!.sql<
         { body: string }[]
       >`select body from receipts where receipt_id = ${r.headers['x-writegate-receipt'] as string}`
       t.match(JSON.parse(rows[0]!.body), {
@@ -69,7 +69,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
     })
     t.equal(allowed.status, 200, 'the grant (target from the route template) lets one through')
     t.equal(upstream.received.length, before + 1)
-    const rows = await cp.database.sql<
+    const rows = await cp.database!.sql<
       { body: string }[]
     >`select body from receipts where receipt_id = ${allowed.headers['x-writegate-receipt'] as string}`
     t.match(JSON.parse(rows[0]!.body), {
@@ -97,7 +97,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
     const body = r.json()
     t.match(body, { decision: 'STEP_UP', verb: 'refund', actionId: /^act_/, receiptId: /^rcp_/ })
     t.equal(upstream.received.length, before)
-    const actions = await cp.database.sql<
+    const actions = await cp.database!.sql<
       { tool: string; params: Record<string, string> }[]
     >`select tool, params from pending_actions where id = ${body.actionId}`
     t.equal(actions[0]?.tool, '@http')
@@ -106,7 +106,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
       Buffer.from(actions[0]!.params.body as string, 'base64').toString(),
       '{"charge":"ch_1","amount":500}',
     )
-    const staged = await cp.database.sql<
+    const staged = await cp.database!.sql<
       { body: string }[]
     >`select body from receipts where tenant_id = ${o.tenantId} and kind = 'ACTION_STAGED'`
     t.equal(staged.length, 1)
@@ -123,7 +123,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
     t.match(r, { status: 428, continued: true, sentBody: true })
     t.equal(upstream.received.length, before)
     const { actionId } = JSON.parse(r.reply)
-    const actions = await cp.database.sql<
+    const actions = await cp.database!.sql<
       { params: Record<string, string> }[]
     >`select params from pending_actions where id = ${actionId}`
     t.equal(
@@ -161,7 +161,7 @@ t.test('gate-proxy in the single-process default', async (t) => {
     const receiptId = write.headers['x-writegate-receipt'] as string
     t.match(receiptId, /^rcp_/)
     t.not(receiptId, 'rcp_forged', 'a gated write carries its own receipt')
-    const rows = await cp.database.sql`select 1 from receipts where receipt_id = ${receiptId}`
+    const rows = await cp.database!.sql`select 1 from receipts where receipt_id = ${receiptId}`
     t.equal(rows.length, 1)
   })
 

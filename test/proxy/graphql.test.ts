@@ -90,7 +90,7 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
     })
   const receipts = async () =>
     (
-      await bench.cp.database.sql<{ body: string }[]>`select body from receipts
+      await bench.cp.database!.sql<{ body: string }[]>`select body from receipts
         where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK' order by seq`
     ).map((r) => JSON.parse(r.body))
 

@@ -48,7 +48,7 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
   t.teardown(() => client.close())
   const receipts = async (kind = 'CHECK') =>
     (
-      await bench.cp.database.sql<{ body: string }[]>`select body from receipts
+      await bench.cp.database!.sql<{ body: string }[]>`select body from receipts
         where tenant_id = ${bench.tenant.tenantId} and kind = ${kind} order by seq`
     ).map((r) => JSON.parse(r.body))
   const refusalOf = async (p: Promise<unknown>) => {

@@ -83,7 +83,7 @@ t.test('paths an upstream normalises cannot slip past their routes', async (t) =
   t.test('placeholders match one segment, with or without a trailing slash', async (t) => {
     const r = await agentRequest(port, { method: 'DELETE', path: '/sys_billing/V1/Customers/cus_42/' })
     t.same([r.status, r.json().verb], [428, 'admit'], 'mapped (and decided: STEP_UP) as the customers route')
-    const rows = await cp.database.sql<{ body: string }[]>`
+    const rows = await cp.database!.sql<{ body: string }[]>`
       select body from receipts where receipt_id = ${r.json().receiptId}`
     t.equal(JSON.parse(rows[0]!.body).target, 'customer:cus_42', 'the placeholder keeps its case')
   })

@@ -46,7 +46,7 @@ t.test('metrics: the proxy exports its series on its own port', async (t) => {
 
 t.test('the drain is idempotent: a redelivered payload changes nothing', async (t) => {
   const fleet = await startFleet(t, { proxies: 0 })
-  const sor = createSystemOfRecord(fleet.cp.database)
+  const sor = createSystemOfRecord(fleet.cp.database!)
   const payload = {
     receipts: [
       draft({
@@ -63,7 +63,7 @@ t.test('the drain is idempotent: a redelivered payload changes nothing', async (
   const first = await persistDurable(sor, fleet.cp.auditTrail.log, payload)
   const again = await persistDurable(sor, fleet.cp.auditTrail.log, payload)
   t.equal(again[0]?.seq, first[0]?.seq)
-  const rows = await fleet.cp.database.sql<
+  const rows = await fleet.cp.database!.sql<
     { n: number }[]
   >`select count(*)::int as n from receipts where receipt_id = 'rcp_redelivered1'`
   t.equal(rows[0]?.n, 1)

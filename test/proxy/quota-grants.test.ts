@@ -44,7 +44,7 @@ for (const backend of ['Redis', 'Redis Cluster'] as const) {
       )
       const checks = async () =>
         (
-          await fleet.cp.database.sql<
+          await fleet.cp.database!.sql<
             { n: number }[]
           >`select count(*)::int as n from receipts where kind = 'CHECK' and key_id = ${fleet.agent.keyId}`
         )[0]?.n ?? 0
@@ -86,7 +86,7 @@ for (const backend of ['Redis', 'Redis Cluster'] as const) {
         }
         const consumed = async () =>
           (
-            await fleet2.cp.database.sql<
+            await fleet2.cp.database!.sql<
               { n: number }[]
             >`select count(*)::int as n from grants where tenant_id = ${fleet2.tenant.tenantId} and consumed_at is not null`
           )[0]?.n ?? 0

@@ -77,7 +77,7 @@ t.test('Redis failure under load: fail closed, and no write without its receipt'
   let missing: string[] = allowed
   for (let i = 0; i < 100 && missing.length > 0; i++) {
     await fleet.cp.drain?.drainAll().catch(() => {})
-    const rows = await fleet.cp.database.sql<
+    const rows = await fleet.cp.database!.sql<
       { receipt_id: string }[]
     >`select receipt_id from receipts where receipt_id = any(${allowed})`
     const have = new Set(rows.map((r) => r.receipt_id))
@@ -94,7 +94,7 @@ t.test('Redis failure under load: fail closed, and no write without its receipt'
   const inPostgres = async () =>
     new Set(
       (
-        await fleet.cp.database.sql<
+        await fleet.cp.database!.sql<
           { receipt_id: string }[]
         >`select receipt_id from receipts where receipt_id = any(${upstreamReceipts})`
       ).map((r) => r.receipt_id),

@@ -64,7 +64,7 @@ t.test('no secret value ever appears in Postgres, Redis, receipts, logs or API a
   const actionId = staged.json().actionId as string
   const pending = async () =>
     (
-      await fleet.cp.database.sql<
+      await fleet.cp.database!.sql<
         { n: number }[]
       >`select count(*)::int as n from pending_actions where id = ${actionId}`
     )[0]?.n ?? 0
@@ -121,10 +121,10 @@ t.test('no secret value ever appears in Postgres, Redis, receipts, logs or API a
 
   const hay: string[] = []
   // Postgres: every row of every table, as text.
-  const tables = await fleet.cp.database.sql<{ name: string }[]>`
+  const tables = await fleet.cp.database!.sql<{ name: string }[]>`
     select table_name as name from information_schema.tables where table_schema = 'public'`
   for (const { name } of tables) {
-    const rows = await fleet.cp.database.sql.unsafe(`select t::text as row from "${name}" t`)
+    const rows = await fleet.cp.database!.sql.unsafe(`select t::text as row from "${name}" t`)
     for (const r of rows) hay.push(String((r as unknown as { row: string }).row))
   }
   // Redis: every key under the fleet's prefix, whatever its type.

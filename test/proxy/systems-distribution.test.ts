@@ -117,7 +117,7 @@ t.test(
     const actionId = staged.json().actionId as string
     const pending = async () =>
       (
-        await fleet.cp.database.sql<
+        await fleet.cp.database!.sql<
           { n: number }[]
         >`select count(*)::int as n from pending_actions where id = ${actionId}`
       )[0]?.n ?? 0

@@ -132,7 +132,7 @@ t.test('HTTPS writes through TLS interception', async (t) => {
   const status = (r: { stdout: string }) => Number(r.stdout.trim().split('\n').at(-1))
   const receipts = async () =>
     (
-      await bench.cp.database.sql<{ body: string }[]>`select body from receipts
+      await bench.cp.database!.sql<{ body: string }[]>`select body from receipts
         where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK' order by seq`
     ).map((r) => JSON.parse(r.body))
 
@@ -538,7 +538,7 @@ t.test('transparent mode: an SNI on the pass-through list is tunnelled opaque, o
     'it reached the host, ungated and unchanged',
   )
   t.notOk(outside.received[0]?.headers['x-writegate-receipt'], 'no decision was made for it')
-  const receipts = await bench.cp.database.sql<{ n: number }[]>`select count(*)::int as n from receipts
+  const receipts = await bench.cp.database!.sql<{ n: number }[]>`select count(*)::int as n from receipts
     where tenant_id = ${bench.tenant.tenantId} and kind = 'CHECK'`
   t.equal(receipts[0]?.n, 0)
   const intercepted = await through('localhost', join(dir, 'ca.crt'))
