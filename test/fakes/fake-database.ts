@@ -18,7 +18,8 @@ import type { SystemDefinition } from '../../src/systems/system-definition.js'
  * its locks, which makes every conditional change (consume a lease, use a backup code) atomic.
  * The row locks the services depend on are taken as Postgres takes them (RowLocks): a tenant's
  * audit head and its row, and rows read for update. Other writes of concurrent transactions can
- * interleave between calls; tests about that isolation run on the real adapters.
+ * interleave between calls, and a read sees writes not yet committed; tests about that isolation,
+ * and anything that reads or breaks the tables, run on the real adapters.
  */
 export class Journal {
   #undo: (() => void)[] = []
@@ -94,12 +95,18 @@ export class FakeTable<K, V extends object> {
     return [...this.#rows.values()].map((r) => structuredClone(r))
   }
 
-  /** Inserts or replaces the row. */
+  /**
+   * Inserts or replaces the row. A rollback puts the old row back only while the row is still the
+   * one this write left: where Postgres would have made a second writer wait for the lock, the fake
+   * let it go ahead, and undoing over its change would lose a committed write.
+   */
   set(tx: Journal | null, key: K, row: V): void {
     const had = this.#rows.has(key)
     const before = this.#rows.get(key)
-    this.#rows.set(key, structuredClone(row))
+    const stored = structuredClone(row)
+    this.#rows.set(key, stored)
     tx?.record(() => {
+      if (this.#rows.get(key) !== stored) return
       if (had) this.#rows.set(key, before as V)
       else this.#rows.delete(key)
     })
@@ -109,7 +116,9 @@ export class FakeTable<K, V extends object> {
     if (!this.#rows.has(key)) return false
     const before = this.#rows.get(key) as V
     this.#rows.delete(key)
-    tx?.record(() => this.#rows.set(key, before))
+    tx?.record(() => {
+      if (!this.#rows.has(key)) this.#rows.set(key, before)
+    })
     return true
   }
 

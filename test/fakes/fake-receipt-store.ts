@@ -74,8 +74,12 @@ export function createFakeReceiptStore(ctx: FakeContext): ReceiptStore {
         if (!ok) stale.push(b.tenantId)
         return ok
       })
+      // One statement in the real store: any clash writes nothing at all.
       const ids = new Set(ready.flatMap((b) => b.receipts.map((r) => r.receiptId)))
       if (storedById(ctx, ids).size > 0) throw new ConstraintViolation('receipts_receipt_id_key')
+      for (const b of ready)
+        for (const r of b.receipts)
+          if (ctx.db.receipts.has(key(r.tenantId, r.seq))) throw new ConstraintViolation('receipts_pkey')
       for (const b of ready) {
         insert(ctx, b.receipts, b.bodies)
         ctx.db.auditHeads.set(ctx.tx, b.tenantId, { tenantId: b.tenantId, seq: b.to.seq, hash: b.to.hash })

@@ -6,7 +6,8 @@ import { createFakeVerbStore } from './fake-verb-store.js'
 
 /**
  * Snapshots (store/postgres/snapshot-source.ts) over the fake tables. A read never yields between
- * its parts, so it is as consistent as the real one's REPEATABLE READ transaction.
+ * its parts, so they agree with each other; unlike the real one's REPEATABLE READ transaction, it
+ * also sees what an open transaction has written (see fake-database.ts).
  */
 export function createFakeSnapshotSource(db: FakeContext['db']): SnapshotSource {
   const ctx: FakeContext = { db, tx: null }
