@@ -1,7 +1,9 @@
+import type { SignedCheckpoint } from '../../src/core/checkpoint.js'
 import type { KeyScope } from '../../src/core/identity.js'
 import type { PolicyMap, PolicyScope } from '../../src/core/policy-layers.js'
 import type { Environment } from '../../src/core/verbs.js'
-import type { PendingAction } from '../../src/store/ports/decision-state.js'
+import type { BadgeTokenRecord } from '../../src/store/ports/badge-tokens.js'
+import type { Lease, PendingAction } from '../../src/store/ports/decision-state.js'
 import type { PortalSessionRecord } from '../../src/store/ports/portal-sessions.js'
 import type { SystemDefinition } from '../../src/systems/system-definition.js'
 
@@ -254,19 +256,8 @@ export interface RevocationRow {
   revokedAt: number
   liftedAt: number | null
 }
-export interface LeaseRow {
-  id: string
-  tenantId: string
-  keyId: string
-  principalId: string
-  verb: string
-  target: string | null
-  systemId: string
-  binding: string
-  createdAt: number
-  expiresAt: number
-  usedAt: number | null
-}
+/** A lease, its id in the `id` column. */
+export type LeaseRow = Omit<Lease, 'leaseId'> & { id: string }
 export type PendingActionRow = PendingAction
 export interface SandboxGrantRow {
   id: string
@@ -275,22 +266,8 @@ export interface SandboxGrantRow {
   createdAt: number
   expiresAt: number
 }
-export interface CheckpointRow {
-  tenantId: string
-  seq: number
-  hash: string
-  at: number
-  signature: string
-  keyId: string
-}
-export interface BadgeTokenRow {
-  id: string
-  tenantId: string
-  tokenHash: string
-  label: string
-  createdAt: number
-  revokedAt: number | null
-}
+export type CheckpointRow = SignedCheckpoint
+export type BadgeTokenRow = BadgeTokenRecord
 export interface ManifestRow {
   id: number
   tenantId: string
@@ -304,7 +281,8 @@ export interface SystemRow {
   tenantId: string
   systemId: string
   version: number
-  definition: SystemDefinition
+  /** As the jsonb column holds it: the id is the row's key, not in the definition. */
+  definition: Omit<SystemDefinition, 'systemId'>
   createdAt: number
   updatedAt: number
   deletedAt: number | null

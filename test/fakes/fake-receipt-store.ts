@@ -1,7 +1,11 @@
 import { chainReceipts, type Receipt, type ReceiptDraft } from '../../src/core/receipt.js'
 import { GENESIS_HASH } from '../../src/core/receipt-chain.js'
 import type { ReceiptStore } from '../../src/store/ports/audit.js'
-import { assertContiguous, receiptFromRow } from '../../src/store/postgres/receipt-store.js'
+import {
+  assertContiguous,
+  newDraftsByTenant,
+  receiptFromRow,
+} from '../../src/store/postgres/receipt-store.js'
 import { ConstraintViolation, type FakeContext, key, type ReceiptRow } from './fake-database.js'
 
 function storedById(ctx: FakeContext, receiptIds: ReadonlySet<string>): Map<string, Receipt> {
@@ -42,15 +46,7 @@ export function createFakeReceiptStore(ctx: FakeContext): ReceiptStore {
       for (const tenantId of [...new Set(drafts.map((d) => d.tenantId))].sort())
         await ctx.db.locks.acquire(ctx.tx, `audit_heads:${tenantId}`)
       const all = storedById(ctx, new Set(drafts.map((d) => d.receiptId)))
-      const fresh = new Map<string, ReceiptDraft[]>()
-      const seen = new Set<string>()
-      for (const d of drafts) {
-        if (all.has(d.receiptId) || seen.has(d.receiptId)) continue
-        seen.add(d.receiptId)
-        const list = fresh.get(d.tenantId)
-        if (list) list.push(d)
-        else fresh.set(d.tenantId, [d])
-      }
+      const fresh = newDraftsByTenant(drafts, all)
       for (const [tenantId, list] of fresh) {
         const head = ctx.db.auditHeads.get(tenantId) ?? { tenantId, seq: 0, hash: GENESIS_HASH }
         const chained = chainReceipts({ seq: head.seq, hash: head.hash }, list)

@@ -20,13 +20,10 @@ const toRecord = (r: SystemRow): StoredSystem => ({
 
 const live = ({ deletedAt: _, ...rest }: StoredSystem): SystemRecord => rest
 
-/**
- * The stored definition, as jsonb gives it back: everything but the id, which is the row's key.
- * SystemRow types it as a whole SystemDefinition; the SQL column never holds the id.
- */
-function definitionOf(d: SystemDefinition): SystemDefinition {
+/** The stored definition, as jsonb gives it back: everything but the id, which is the row's key. */
+function definitionOf(d: SystemDefinition): SystemRow['definition'] {
   const { systemId: _, ...rest } = d
-  return jsonb(rest) as SystemDefinition
+  return jsonb(rest) as SystemRow['definition']
 }
 
 /** In-memory SystemStore (table systems), mirroring src/store/postgres/system-store.ts. */

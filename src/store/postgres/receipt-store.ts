@@ -64,15 +64,7 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
     const r = receiptFromRow(row)
     all.set(r.receiptId, r)
   }
-  const fresh = new Map<string, ReceiptDraft[]>()
-  const seen = new Set<string>()
-  for (const d of drafts) {
-    if (all.has(d.receiptId) || seen.has(d.receiptId)) continue
-    seen.add(d.receiptId)
-    const list = fresh.get(d.tenantId)
-    if (list) list.push(d)
-    else fresh.set(d.tenantId, [d])
-  }
+  const fresh = newDraftsByTenant(drafts, all)
   if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
   // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
   // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
@@ -103,6 +95,26 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
             )
             select pg_notify(${RECEIPTS_CHANNEL}, tenant_id) from advanced`
   return drafts.map((d) => all.get(d.receiptId) as Receipt)
+}
+
+/**
+ * The drafts still to append, by tenant in draft order: those whose receiptId is neither stored
+ * (`stored`) nor earlier in the batch. Appends are idempotent by receiptId.
+ */
+export function newDraftsByTenant(
+  drafts: readonly ReceiptDraft[],
+  stored: ReadonlyMap<string, Receipt>,
+): Map<string, ReceiptDraft[]> {
+  const fresh = new Map<string, ReceiptDraft[]>()
+  const seen = new Set<string>()
+  for (const d of drafts) {
+    if (stored.has(d.receiptId) || seen.has(d.receiptId)) continue
+    seen.add(d.receiptId)
+    const list = fresh.get(d.tenantId)
+    if (list) list.push(d)
+    else fresh.set(d.tenantId, [d])
+  }
+  return fresh
 }
 
 function pushRows(rows: ReceiptInsert[], receipts: readonly Receipt[], bodies: readonly string[]): void {
