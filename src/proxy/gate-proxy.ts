@@ -258,7 +258,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     rewritten?: RewrittenAnswer,
   ): void {
     // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
-    if (clientGone(req, res)) return
+    if (clientGone(req, res)) {
+      // Gone while its write was decided: the decision and its receipt stand, and nothing was
+      // sent. On record, for whoever reconciles the receipt; the client's doing, so at info.
+      logger.info(
+        { system: system.systemId, receiptId },
+        'client went away before its write was forwarded: nothing was sent upstream',
+      )
+      return
+    }
     continueIfExpected(req, res)
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.

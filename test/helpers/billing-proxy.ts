@@ -1,6 +1,7 @@
 import { generate } from 'otplib'
 import type { Test } from 'tap'
 import type { SystemsFile } from '../../src/config/systems.js'
+import type { GatedWrites } from '../../src/gate/gated-write.js'
 import type { Logger } from '../../src/observability/logger.js'
 import { startControlPlane } from './control-plane.js'
 import { startEmbeddedProxy } from './proxy.js'
@@ -22,6 +23,8 @@ export async function startBillingProxy(
     verbs?: string[]
     /** Settings for both the control plane and the proxy (a raised quota, say). */
     settings?: Record<string, unknown>
+    /** Wraps the gated-write step the proxy calls (to hold a decision at a chosen moment, say). */
+    writes?: (real: GatedWrites) => GatedWrites
   } = {},
 ) {
   const upstream = await new RecordingUpstream().start()
@@ -43,6 +46,7 @@ export async function startBillingProxy(
     opts.proxy ?? {},
     {
       ...(opts.logger ? { logger: opts.logger } : {}),
+      ...(opts.writes ? { writes: opts.writes(cp.writes) } : {}),
       settings: { credentials: BILLING_CREDENTIALS, ...opts.settings },
     },
   )

@@ -2,6 +2,7 @@ import { request } from 'node:http'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { ControlPlane } from '../../src/control/control-plane.js'
+import type { GatedWrites } from '../../src/gate/gated-write.js'
 import { createLogger, type Logger } from '../../src/observability/logger.js'
 import { type RunningProxy, startProxy } from '../../src/proxy/proxy-process.js'
 
@@ -101,7 +102,13 @@ export async function startEmbeddedProxy(
   routesFile: string | null,
   env: Record<string, string>,
   extra: Record<string, unknown> = {},
-  opts: { logger?: Logger; systemsFile?: string; settings?: Record<string, unknown> } = {},
+  opts: {
+    logger?: Logger
+    systemsFile?: string
+    settings?: Record<string, unknown>
+    /** The gated-write step, wrapped (to hold a decision at a chosen moment, say). */
+    writes?: GatedWrites
+  } = {},
 ): Promise<RunningProxy> {
   const settings = parseSettings({
     log: { level: 'silent' },
@@ -109,7 +116,11 @@ export async function startEmbeddedProxy(
     ...(opts.systemsFile ? { systemsFile: opts.systemsFile } : {}),
     proxy: { port: 0, host: '127.0.0.1', ...(routesFile ? { routesFile } : {}), ...extra },
   })
-  const parts = opts.logger ? { ...cp, logger: opts.logger } : cp
+  const parts = {
+    ...cp,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+    ...(opts.writes ? { writes: opts.writes } : {}),
+  }
   const running = await startProxy(settings, parts, { metricsServer: false, env })
   t.teardown(() => running.close())
   return running

@@ -16,6 +16,8 @@ export type Behaviour = (req: IncomingMessage, res: ServerResponse, body: Buffer
 /** A real upstream on loopback that records every request it receives. */
 export class RecordingUpstream {
   readonly received: Received[] = []
+  /** Requests whose headers arrived, their bodies complete or not. */
+  arrivals = 0
   behaviour: Behaviour = (_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' })
     res.end('{"ok":true}')
@@ -25,6 +27,7 @@ export class RecordingUpstream {
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => {
+      this.arrivals++
       const chunks: Buffer[] = []
       let complete = false
       req.on('data', (c: Buffer) => chunks.push(c))
