@@ -173,6 +173,7 @@ t.test('pass-through correctness', async (t) => {
 
   t.test('a client that aborts mid-upload leaves the proxy healthy', async (t) => {
     const before = up.received.length
+    const arrived = up.arrivals
     await new Promise<void>((resolve) => {
       const req = request({
         host: '127.0.0.1',
@@ -182,9 +183,13 @@ t.test('pass-through correctness', async (t) => {
         headers: { 'content-length': String(10 * 1024 * 1024) },
       })
       req.on('error', () => resolve())
-      req.write(randomBytes(256 * 1024), () => setTimeout(() => req.destroy(), 100))
+      // Hung up once the upload reaches the upstream (a fixed delay could fire while it is decided).
+      req.write(randomBytes(256 * 1024), async () => {
+        for (let i = 0; i < 500 && up.arrivals === arrived; i++) await new Promise((r) => setTimeout(r, 10))
+        req.destroy()
+      })
     })
-    for (let i = 0; i < 50 && up.received.length === before; i++) await new Promise((r) => setTimeout(r, 20))
+    for (let i = 0; i < 250 && up.received.length === before; i++) await new Promise((r) => setTimeout(r, 20))
     const aborted = up.received.slice(before).find((x) => x.url === '/v1/upload/aborted')
     t.ok(aborted && !aborted.complete, 'the upstream saw the request cut short, not a complete one')
     t.equal(
