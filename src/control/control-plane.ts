@@ -45,7 +45,7 @@ import type { RateLimitStore } from '../store/ports/rate-limit.js'
 import type { Storage } from '../store/ports/storage.js'
 import { type Database, databaseTarget } from '../store/postgres/connect.js'
 import { createPostgresStorage } from '../store/postgres/storage.js'
-import { connectRedis, type RedisClient } from '../store/redis/connect.js'
+import { connectOnce, connectRedis, type RedisClient } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
@@ -172,6 +172,37 @@ export async function createControlPlane(
     cleanups.length = 0
   }
   try {
+    // Redis first: a wrong URL is named at once, before an embedded database's initdb or a
+    // long migration has run.
+    let rateLimits: RateLimitStore = createMemoryRateLimitStore()
+    let hot: HotStore | undefined = overrides.hot
+    let redis: RedisClient | undefined
+    if (settings.redis.url) {
+      const redisOpts = {
+        url: settings.redis.url,
+        keyPrefix: settings.redis.keyPrefix,
+        cluster: settings.redis.mode === 'cluster',
+      }
+      redis = connectRedis(redisOpts, 'commands', logger)
+      const subscriber = connectRedis(redisOpts, 'subscriber', logger)
+      cleanups.push(async () => {
+        redis?.disconnect()
+        subscriber.disconnect()
+      })
+      await connectOnce(redis).catch((err: Error) => {
+        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
+      })
+      await connectOnce(subscriber).catch((err: Error) => {
+        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
+      })
+      rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
+      hot ??= createRedisHotStore({
+        redis,
+        subscriber,
+        keyPrefix: settings.redis.keyPrefix,
+        nowSeconds: () => nowSeconds(clock),
+      })
+    }
     let database: Database | null = null
     if (!overrides.storage) {
       const opened = overrides.database ?? (await openConfiguredDatabase(target))
@@ -194,35 +225,6 @@ export async function createControlPlane(
     cleanups.push(() => auditTrail.close())
     const audit = auditTrail.log
 
-    let rateLimits: RateLimitStore = createMemoryRateLimitStore()
-    let hot: HotStore | undefined = overrides.hot
-    let redis: RedisClient | undefined
-    if (settings.redis.url) {
-      const redisOpts = {
-        url: settings.redis.url,
-        keyPrefix: settings.redis.keyPrefix,
-        cluster: settings.redis.mode === 'cluster',
-      }
-      redis = connectRedis(redisOpts, 'commands', logger)
-      const subscriber = connectRedis(redisOpts, 'subscriber', logger)
-      cleanups.push(async () => {
-        redis?.disconnect()
-        subscriber.disconnect()
-      })
-      await redis.connect().catch((err: Error) => {
-        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
-      })
-      await subscriber.connect().catch((err: Error) => {
-        throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
-      })
-      rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
-      hot ??= createRedisHotStore({
-        redis,
-        subscriber,
-        keyPrefix: settings.redis.keyPrefix,
-        nowSeconds: () => nowSeconds(clock),
-      })
-    }
     // One process: a proxy's receipts (and staged actions) go straight to Postgres.
     hot ??= createMemoryHotStore({ receiptSink: (payload) => persistDurable(sor, audit, payload) })
     const hotStore = hot

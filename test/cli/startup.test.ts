@@ -40,16 +40,32 @@ t.test('a bad setting stops start-up with exactly one line naming it', async (t)
   })
 })
 
-t.test('an unreachable Redis or database at start names the setting, in one line', async (t) => {
-  const redis = await run(['start'], {
-    WRITEGATE_DATABASE_URL: 'memory://',
-    WRITEGATE_REDIS_URL: 'redis://127.0.0.1:1',
-    WRITEGATE_PORT: '0',
+t.test('an unreachable Redis at start is named first, in one line, with its cause', async (t) => {
+  // The embedded database under this directory cannot be opened either: Redis is tried first,
+  // so a wrong URL is named before an initdb or a migration has run.
+  const broken = mkdtempSync(join(tmpdir(), 'wg-cli-'))
+  writeFileSync(join(broken, 'pgdata'), '')
+  const cases = [
+    ['redis://127.0.0.1:1', 'ECONNREFUSED'],
+    // EAI_AGAIN where the machine has no resolver at all.
+    ['redis://no-such-host.invalid:6379', '(ENOTFOUND|EAI_AGAIN)'],
+  ] as const
+  await inPairs(cases, async ([url, cause]) => {
+    const redis = await run(['start'], {
+      WRITEGATE_DATA_DIR: broken,
+      WRITEGATE_REDIS_URL: url,
+      WRITEGATE_PORT: '0',
+    })
+    t.equal(redis.code, 1)
+    t.match(
+      redis.stderr,
+      new RegExp(
+        `^writegate: invalid setting redis\\.url \\(WRITEGATE_REDIS_URL\\): cannot connect \\(${cause}\\)$`,
+      ),
+      'the socket\'s own error, not the client library\'s "Connection is closed."',
+    )
+    t.equal(redis.stdout, '', 'nothing else is printed')
   })
-  t.equal(redis.code, 1)
-  t.match(redis.stderr, /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): cannot connect/)
-  t.equal(redis.stderr.split('\n').length, 1)
-  t.equal(redis.stdout, '', 'nothing else is printed')
 })
 
 t.test('a database that cannot be opened names the setting in use: dataDir when embedded', async (t) => {

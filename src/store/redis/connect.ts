@@ -66,3 +66,25 @@ export function connectRedis(
   })
   return redis
 }
+
+/**
+ * Connects once, for start-up. A refused or unresolvable server rejects with the socket's own
+ * error (ECONNREFUSED, ENOTFOUND), which names the problem, rather than ioredis's "Connection is
+ * closed." that follows it.
+ */
+export function connectOnce(redis: RedisClient): Promise<void> {
+  let cause: Error | undefined
+  const onError = (err: Error) => {
+    cause ??= err
+  }
+  redis.on('error', onError)
+  return redis.connect().then(
+    () => {
+      redis.off('error', onError)
+    },
+    (err: Error) => {
+      redis.off('error', onError)
+      throw cause ?? err
+    },
+  )
+}
