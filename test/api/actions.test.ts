@@ -12,7 +12,7 @@ import {
   type TestStorageKind,
 } from '../helpers/control-plane.js'
 import { billingSystems, CREDENTIAL_SECRET, startRecordingServer } from '../helpers/enrolled-systems.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { agentRequest, startEmbeddedProxy, waitReady } from '../helpers/proxy.js'
 import { BILLING_CREDENTIALS, billingSystems as proxySystems } from '../helpers/proxy-fixtures.js'
 
 const REFUND = { charge: 'ch_1', amount: 500 }
@@ -784,8 +784,7 @@ t.test('a write the gate-proxy staged is replayed byte for byte on approval', as
     {},
     { settings: { credentials: BILLING_CREDENTIALS } },
   )
-  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 20))
+  await waitReady(proxy)
   const code = (offset = 0) =>
     generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) + offset })
   const approve = (id: string, body: Record<string, unknown>) =>

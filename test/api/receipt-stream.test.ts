@@ -193,12 +193,12 @@ t.test('a stream ends once its key is revoked: it does not outlive its credentia
   const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
   const o = await tcp.api.newTenant()
   const second = await tcp.api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+  let text = ''
   const ended = new Promise<string>((resolve, reject) => {
     const req = request(
       new URL('/v1/receipts/stream?since=0', base),
       { headers: { authorization: `Bearer ${second.body.apiKey}` } },
       (res) => {
-        let text = ''
         res.setEncoding('utf8')
         res.on('data', (c: string) => {
           text += c
@@ -213,9 +213,10 @@ t.test('a stream ends once its key is revoked: it does not outlive its credentia
     })
     req.end()
   })
-  await new Promise((r) => setTimeout(r, 300))
+  // Revoked once the stream has started (its first bytes), not after a fixed delay.
+  await waitFor(() => text.includes('retry: 1000'), 15_000, 'the stream to start')
   await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
-  const text = await ended
+  await ended
   t.match(text, /retry: 1000/, 'the stream had started')
   t.pass('the server ended the stream')
 })
@@ -246,7 +247,7 @@ t.test('a revoked key is delivered no receipt written after its revocation', asy
     req.end()
   })
   await tcp.api.post('/v1/check', { verb: 'verify', target: 'before-revoke' }, { bearer: o.apiKey })
-  for (let i = 0; i < 100 && !text.includes('before-revoke'); i++) await new Promise((r) => setTimeout(r, 20))
+  await waitFor(() => text.includes('before-revoke'), 15_000, 'the receipt written before the revocation')
   t.match(text, /before-revoke/, 'delivered while the key lived')
   await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
   await tcp.api.post('/v1/check', { verb: 'verify', target: 'after-revoke' }, { bearer: o.apiKey })

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { ManualClock } from '../../src/core/clock.js'
 import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
@@ -5,9 +6,10 @@ import { createMemoryHotStore } from '../../src/store/memory/hot-store.js'
 import type { DurablePayload, HotStore } from '../../src/store/ports/hot-store.js'
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
-import { openRedisHotStore } from '../helpers/redis.js'
+import { openRedisHotStore, subscribed } from '../helpers/redis.js'
 import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
+import { waitFor } from '../helpers/wait.js'
 
 const clock = new ManualClock(Date.UTC(2026, 10, 21))
 const now = () => Math.floor(clock.nowMs() / 1000)
@@ -20,8 +22,27 @@ const receipt = (tenantId: string, label: string): ReceiptDraft =>
 const quota = (limit: number) => ({ keyId: 'key_a', period: '2026-11', limit })
 const pl = (receipts: ReceiptDraft[]): DurablePayload => ({ receipts, actions: [] })
 
+/**
+ * Where a Redis hot store's subscriptions show: the servers' own lists of subscribed channels,
+ * so a test waits for a SUBSCRIBE to land instead of sleeping on it. (The memory store has no
+ * server to wait for: its subscriptions hold at once.)
+ */
+interface Listening {
+  /** Whether a tenant's invalidation channel (a shard channel, in the tenant's slot) has a subscriber. */
+  invalidations(tenantId: string): Promise<boolean>
+  /** Whether the drain-hint channel (the store's one classic channel) has one. */
+  queued(): Promise<boolean>
+}
+
+function listeningOn(nodes: () => Pick<Redis, 'call'>[], keyPrefix: string): Listening {
+  return {
+    invalidations: (tenantId) => subscribed(nodes(), `${keyPrefix}*{${tenantId}}*`, 'shard'),
+    queued: () => subscribed(nodes(), `${keyPrefix}*`, 'classic'),
+  }
+}
+
 /** One suite for every hot store (memory and real Redis). */
-async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
+async function suite(t: Test, hot: HotStore, sunk: DurablePayload[], listening?: Listening) {
   t.test('publish is monotonic by version and announces each bump', async (t) => {
     const ten = tenant()
     const heard: number[] = []
@@ -29,7 +50,12 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
     const overheard: number[] = []
     const off = hot.subscribe(ten, (v) => heard.push(v))
     const offOther = hot.subscribe(other, (v) => overheard.push(v))
-    await new Promise((r) => setTimeout(r, 50)) // let a Redis SSUBSCRIBE land
+    if (listening)
+      await waitFor(
+        async () => (await listening.invalidations(ten)) && (await listening.invalidations(other)),
+        10_000,
+        'both SSUBSCRIBEs to land',
+      )
     t.equal(await hot.version(ten), null)
     t.equal(await hot.snapshot(ten), null)
     t.equal(await hot.publish(snapshot(ten, 2)), 'published')
@@ -38,7 +64,11 @@ async function suite(t: Test, hot: HotStore, sunk: DurablePayload[]) {
     t.equal(await hot.publish(snapshot(ten, 3)), 'published')
     t.equal(await hot.version(ten), 3)
     t.same(await hot.snapshot(ten), snapshot(ten, 3))
-    for (let i = 0; i < 50 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20))
+    await waitFor(
+      () => heard.length >= 2,
+      10_000,
+      () => `both announcements (heard ${heard})`,
+    )
     t.same(heard, [2, 3])
     t.same(overheard, [], "another tenant's follower hears none of it")
     offOther()
@@ -281,7 +311,7 @@ t.test('hot store contract: memory', async (t) => {
 })
 
 /** The receipt queue of a Redis hot store (standalone or cluster): durable until acknowledged. */
-function receiptQueueSuite(t: Test, hot: HotStore) {
+function receiptQueueSuite(t: Test, hot: HotStore, listening: Listening) {
   t.test(
     'redis: committed receipts wait in the queue until acknowledged; a crashed drainer is claimed from',
     async (t) => {
@@ -290,7 +320,7 @@ function receiptQueueSuite(t: Test, hot: HotStore) {
       await hot.publish(snapshot(ten, 1))
       let woken = 0
       const off = q.onQueued(() => woken++)
-      await new Promise((r) => setTimeout(r, 50))
+      await waitFor(() => listening.queued(), 10_000, 'the drain-hint SUBSCRIBE to land')
       for (const label of ['a', 'b', 'c'])
         await hot.commit({
           tenantId: ten,
@@ -299,8 +329,7 @@ function receiptQueueSuite(t: Test, hot: HotStore) {
           grantCandidates: [],
           durable: { otherwise: pl([receipt(ten, label)]) },
         })
-      for (let i = 0; i < 50 && !(await q.dirtyTenants()).includes(ten); i++)
-        await new Promise((r) => setTimeout(r, 10))
+      await waitFor(async () => (await q.dirtyTenants()).includes(ten), 10_000, 'the tenant to be marked')
       t.ok((await q.dirtyTenants()).includes(ten), 'the tenant is marked for draining')
       t.equal(await q.backlog([ten]), 3)
       const crashed = await q.read(ten, 'drainer-1', 10)
@@ -322,6 +351,7 @@ function receiptQueueSuite(t: Test, hot: HotStore) {
       )
       t.equal(await q.backlog([ten]), 0)
       t.same(await q.read(ten, 'drainer-2', 10), [])
+      await waitFor(() => woken >= 1, 10_000, 'a drain hint')
       t.ok(woken >= 1, 'drainers are woken')
       off()
     },
@@ -330,9 +360,10 @@ function receiptQueueSuite(t: Test, hot: HotStore) {
 
 t.test('hot store contract: real Redis', async (t) => {
   const { tr, redis, hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
-  await suite(t, hot, [])
+  const listening = listeningOn(() => [redis], tr.prefix)
+  await suite(t, hot, [], listening)
 
-  receiptQueueSuite(t, hot)
+  receiptQueueSuite(t, hot, listening)
 
   t.test('redis: the commits of one turn share one script call per tenant, 64 at most', async (t) => {
     const ten = tenant()
@@ -389,8 +420,10 @@ t.test('hot store contract: real Redis Cluster, three masters', async (t) => {
     redis.disconnect()
     subscriber.disconnect()
   })
-  await suite(t, hot, [])
-  receiptQueueSuite(t, hot)
+  // Each master knows the shard channels of its slots; a classic SUBSCRIBE is on whichever node.
+  const listening = listeningOn(() => cluster.client.nodes('all'), 'wgc:')
+  await suite(t, hot, [], listening)
+  receiptQueueSuite(t, hot, listening)
 
   t.test("cluster: tenants' keys spread over the masters, each tenant's in one slot", async (t) => {
     const tenants = Array.from({ length: 12 }, () => tenant())

@@ -4,7 +4,7 @@ import type { SystemsFile } from '../../src/config/systems.js'
 import type { GatedWrites } from '../../src/gate/gated-write.js'
 import type { Logger } from '../../src/observability/logger.js'
 import { startControlPlane } from './control-plane.js'
-import { startEmbeddedProxy } from './proxy.js'
+import { startEmbeddedProxy, waitReady } from './proxy.js'
 import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from './proxy-fixtures.js'
 import { RecordingUpstream } from './upstream.js'
 
@@ -50,8 +50,7 @@ export async function startBillingProxy(
       settings: { credentials: BILLING_CREDENTIALS, ...opts.settings },
     },
   )
-  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 20))
+  await waitReady(proxy)
   return {
     upstream,
     api,

@@ -8,6 +8,7 @@ import { deriveKeyring, type Keyring } from '../../src/security/keyring.js'
 import type { HotStore } from '../../src/store/ports/hot-store.js'
 import { openTestDatabase, type TestDatabase } from './backends.js'
 import { startControlPlane, type TestControlPlane } from './control-plane.js'
+import { waitReady } from './proxy.js'
 import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from './proxy-fixtures.js'
 import { openTestRedis } from './redis.js'
 import { startRedisCluster } from './redis-cluster.js'
@@ -105,8 +106,7 @@ export async function startFleet(
       ...((o.deaf ?? opts.deaf) ? { wrapHotStore: deaf } : {}),
     })
     t.teardown(() => p.close())
-    for (let i = 0; i < 200 && !(await p.proxy.readiness()).ready; i++)
-      await new Promise((r) => setTimeout(r, 25))
+    await waitReady(p)
     proxies.push(p)
     return p
   }
@@ -128,7 +128,7 @@ export async function startFleet(
 export async function waitForCount(
   read: () => Promise<number>,
   expected: number,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<number> {
   const deadline = Date.now() + timeoutMs
   let n = await read()

@@ -5,6 +5,7 @@ import type { ControlPlane } from '../../src/control/control-plane.js'
 import type { GatedWrites } from '../../src/gate/gated-write.js'
 import { createLogger, type Logger } from '../../src/observability/logger.js'
 import { type RunningProxy, startProxy } from '../../src/proxy/proxy-process.js'
+import { sleep } from './wait.js'
 
 export interface AgentReply {
   status: number
@@ -124,6 +125,21 @@ export async function startEmbeddedProxy(
   const running = await startProxy(settings, parts, { metricsServer: false, env })
   t.teardown(() => running.close())
   return running
+}
+
+/**
+ * Polls the proxy's readiness until it is ready; throws with the last reason it gave if it is
+ * not by `timeoutMs` (a liveness bound for a loaded machine: a test must not go on unready).
+ */
+export async function waitReady(running: Pick<RunningProxy, 'proxy'>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const r = await running.proxy.readiness()
+    if (r.ready) return
+    if (Date.now() > deadline)
+      throw new Error(`the proxy is not ready after ${timeoutMs} ms: ${r.reason ?? 'no reason given'}`)
+    await sleep(20)
+  }
 }
 
 export interface LogLine {

@@ -65,3 +65,25 @@ export async function openRedisHotStore(t: Test, opts: { nowSeconds: () => numbe
   })
   return { tr, redis, hot }
 }
+
+/**
+ * Whether some connection is subscribed to a channel matching `pattern` (a PUBSUB glob), on any
+ * of `nodes`: PUBSUB SHARDCHANNELS for shard channels (SSUBSCRIBE), CHANNELS for classic ones.
+ * How a test sees a subscription land on the server instead of sleeping on it; each node only
+ * knows its own subscribers, so a cluster is asked node by node.
+ */
+export async function subscribed(
+  nodes: Pick<Redis, 'call'>[],
+  pattern: string,
+  kind: 'shard' | 'classic',
+): Promise<boolean> {
+  for (const node of nodes) {
+    const channels = (await node.call(
+      'PUBSUB',
+      kind === 'shard' ? 'SHARDCHANNELS' : 'CHANNELS',
+      pattern,
+    )) as string[]
+    if (channels.length > 0) return true
+  }
+  return false
+}

@@ -59,15 +59,4 @@ export function openStream(
   }
 }
 
-/** Polls until `cond` holds; fails after `timeoutMs` (a liveness bound, not a timing assertion). */
-export async function waitFor(
-  cond: () => boolean | Promise<boolean>,
-  timeoutMs = 15_000,
-  what = 'condition',
-) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
-}
+export { waitFor } from './wait.js'

@@ -12,7 +12,7 @@ import {
   type Target,
   watchUnhandled,
 } from '../helpers/hostile-client.js'
-import { capturingLogger, LOG_LEVEL, startEmbeddedProxy } from '../helpers/proxy.js'
+import { capturingLogger, LOG_LEVEL, startEmbeddedProxy, waitReady } from '../helpers/proxy.js'
 import { BILLING_CREDENTIALS, billingSystems, enrolSystems } from '../helpers/proxy-fixtures.js'
 import { RecordingUpstream } from '../helpers/upstream.js'
 
@@ -73,8 +73,7 @@ t.test('hostile clients on the single-process ports', async (t) => {
     { passthrough: [`127.0.0.1:${tunnelPort}`] },
     { logger, settings: { credentials: BILLING_CREDENTIALS } },
   )
-  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 20))
+  await waitReady(proxy)
   const metrics = await startMetricsServer(cp.metrics.registry, '127.0.0.1', 0, logger)
   t.teardown(() => metrics.close())
 

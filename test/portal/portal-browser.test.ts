@@ -34,7 +34,7 @@ t.test('the portal in a real browser', async (t) => {
   const context = await browser.newContext({ acceptDownloads: true })
   t.teardown(() => context.close())
   const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
+  page.setDefaultTimeout(30_000)
   const dialogs: string[] = []
   page.on('dialog', (d) => {
     dialogs.push(d.message())
@@ -200,6 +200,8 @@ t.test('the portal in a real browser', async (t) => {
     await checkPage(t, 'kill-switch-revoked')
     await page.fill('#reinstate-token-0', tenant.sponsorToken)
     await page.click('button:has-text("Reinstate")')
+    // The form's answer is a new page: count once it is there (count() does not wait).
+    await page.locator('[data-testid=roster-empty]').waitFor()
     t.equal(await page.locator('[data-testid=roster-empty]').count(), 1)
     t.equal((await agentWrite('/sys_billing/v1/verify', '{}')).status, 200, 'writing again')
   })
@@ -284,6 +286,7 @@ t.test('the portal in a real browser', async (t) => {
     await page.fill('#params', '{"amount": 250}')
     await page.click('text=Show the changes')
     const diff = page.locator('[data-testid=diff] tbody tr')
+    await diff.first().waitFor()
     t.equal(await diff.count(), 1)
     t.match(await diff.first().textContent(), /amount\s*changed\s*100\s*250/)
     t.equal(await page.inputValue('#params'), '{"amount": 250}', 'the edit is kept for approval')

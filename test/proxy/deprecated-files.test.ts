@@ -4,7 +4,7 @@ import { parseSettings } from '../../src/config/load.js'
 import { startProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 import { startFleet } from '../helpers/fleet.js'
-import { agentRequest, capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
+import { agentRequest, capturingLogger, LOG_LEVEL, waitReady } from '../helpers/proxy.js'
 import { billingSystems, writeRoutesFile } from '../helpers/proxy-fixtures.js'
 import { RecordingUpstream } from '../helpers/upstream.js'
 
@@ -45,8 +45,7 @@ t.test("a standalone proxy's routes file is still served, with a deprecation lin
     logger,
   })
   t.teardown(() => p.close())
-  for (let i = 0; i < 100 && !(await p.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 25))
+  await waitReady(p)
   const r = await agentRequest(p.port, { method: 'POST', path: '/sys_legacy/v1/verify', body: '{}' })
   t.equal(r.status, 200)
   t.equal(legacy.received[0]?.headers.authorization, 'Bearer legacy-secret')
@@ -138,8 +137,7 @@ t.test(
       enrolRoutesFile: (tenantId, file) => cp.enrolRoutesFile(tenantId, file),
     })
     t.teardown(() => proxy.close())
-    for (let i = 0; i < 100 && !(await proxy.proxy.readiness()).ready; i++)
-      await new Promise((r) => setTimeout(r, 20))
+    await waitReady(proxy)
     t.match((await api.get('/v1/systems', { bearer: tenant.apiKey })).body, {
       systems: [{ systemId: 'sys_billing', version: 1 }],
     })

@@ -1,9 +1,10 @@
 import { createServer } from 'node:net'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
-import { startProxyProcess } from '../../src/proxy/proxy-process.js'
+import { type RunningProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest, capturingLogger, LOG_LEVEL, type LogLine } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * Issue 14: a proxy that cannot become ready says why, in /readyz and once in its log per
@@ -30,6 +31,21 @@ async function until(port: number, reason: string): Promise<Record<string, unkno
     r = await readyz(port)
   }
   return r
+}
+
+/**
+ * Counts the proxy's readiness checks from now on. Its watcher checks every 2 s, one check at a
+ * time: once a third has started, two have run in full since, each of which would have logged a
+ * repeated warning.
+ */
+function countChecks(p: RunningProxy): () => number {
+  let asked = 0
+  const readiness = p.proxy.readiness.bind(p.proxy)
+  p.proxy.readiness = () => {
+    asked++
+    return readiness()
+  }
+  return () => asked
 }
 
 const warnings = (lines: LogLine[]) => lines.filter((l) => l.level >= LOG_LEVEL.warn)
@@ -68,7 +84,13 @@ t.test('readiness says why, and the log says it once per change', async (t) => {
     t.same(await until(p.port, 'unknown_key'), { ready: false, reason: 'unknown_key' })
     const w = await agentRequest(p.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
     t.same([w.status, w.json().code], [503, 'gate_unavailable'])
-    await new Promise((resolve) => setTimeout(resolve, 2300)) // past a retry and a readiness poll
+    const checks = countChecks(p)
+    await new Promise((resolve) => setTimeout(resolve, 2300)) // past a retry of the lookup
+    await waitFor(
+      () => checks() >= 3,
+      30_000,
+      () => `two readiness checks (${checks()} started)`,
+    )
     const said = warnings(lines).filter((l) => l.reason === 'unknown_key')
     t.equal(said.length, 1, 'said once, though it is retried')
     t.match(said[0]?.msg, /another Redis or key prefix/)
@@ -89,7 +111,13 @@ t.test('readiness says why, and the log says it once per change', async (t) => {
     t.same(await until(p.port, 'hot_store_unreachable'), { ready: false, reason: 'hot_store_unreachable' })
     const w = await agentRequest(p.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
     t.same([w.status, w.json().code], [503, 'gate_unavailable'])
-    await new Promise((resolve) => setTimeout(resolve, 1200))
+    // Past two more of the watcher's checks (not a fixed delay, which might see none of them).
+    const checks = countChecks(p)
+    await waitFor(
+      () => checks() >= 3,
+      30_000,
+      () => `two readiness checks (${checks()} started)`,
+    )
     t.equal(warnings(lines).filter((l) => l.reason === 'hot_store_unreachable').length, 1, 'said once')
     t.same(stacks(lines), [], 'Redis being down is a state, not a stack trace')
   })

@@ -3,6 +3,7 @@ import { createServer, type Socket } from 'node:net'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * In the single-process default the control plane waits for the proxy to close before it shuts
@@ -32,7 +33,7 @@ t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_
     (r) => r.status,
     (err: Error) => err.message,
   )
-  for (let i = 0; i < 200 && upstream.received.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
+  await waitFor(() => upstream.received.length > 0, 15_000, 'the request to reach the upstream')
   t.equal(upstream.received.length, 1, 'the request is with the upstream, which does not answer')
   const tunnel = await new Promise<Socket>((resolve, reject) => {
     const req = request({

@@ -5,7 +5,7 @@ import { parseSettings } from '../../src/config/load.js'
 import { startProxyProcess } from '../../src/proxy/proxy-process.js'
 import { startRecordingServer } from '../helpers/enrolled-systems.js'
 import { startFleet, waitForCount } from '../helpers/fleet.js'
-import { agentRequest, capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
+import { agentRequest, capturingLogger, LOG_LEVEL, waitReady } from '../helpers/proxy.js'
 import { billingSystems } from '../helpers/proxy-fixtures.js'
 
 /**
@@ -40,8 +40,7 @@ t.test('no secret value ever appears in Postgres, Redis, receipts, logs or API a
     logger,
   })
   t.teardown(() => p.close())
-  for (let i = 0; i < 100 && !(await p.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 25))
+  await waitReady(p)
 
   const allowed = await agentRequest(p.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
   answers.push(allowed.body.toString(), allowed.headers)
@@ -185,8 +184,7 @@ t.test(
     })
     const p = await startProxyProcess(settings, { env, clock: fleet.cp.clock, logger })
     t.teardown(() => p.close())
-    for (let i = 0; i < 100 && !(await p.proxy.readiness()).ready; i++)
-      await new Promise((r) => setTimeout(r, 25))
+    await waitReady(p)
 
     const r = await agentRequest(p.port, { method: 'POST', path: '/sys_other/v1/verify', body: '{}' })
     t.same([r.status, r.json().code, r.json().systemId], [503, 'credential_unavailable', 'sys_other'])
@@ -226,7 +224,7 @@ t.test(
       { bearer: fleet.tenant.apiKey },
     )
     let mcp = await agentRequest(p.port, { method: 'GET', path: '/readyz' })
-    for (let i = 0; i < 100; i++) {
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
       mcp = await agentRequest(p.port, {
         method: 'POST',
         path: '/sys_tools/mcp',

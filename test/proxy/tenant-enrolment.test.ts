@@ -1,6 +1,6 @@
 import t from 'tap'
 import { startControlPlane, storedReceipts } from '../helpers/control-plane.js'
-import { agentRequest, startEmbeddedProxy } from '../helpers/proxy.js'
+import { agentRequest, startEmbeddedProxy, waitReady } from '../helpers/proxy.js'
 import { RecordingUpstream } from '../helpers/upstream.js'
 
 /**
@@ -34,8 +34,7 @@ t.test("a proxy never reaches another tenant's system", async (t) => {
   const env = { WRITEGATE_PROXY_API_KEY: agentA.body.apiKey, A_TOKEN: 'a-secret', B_TOKEN: 'b-secret' }
   const settings = { credentials: { allowEnv: ['A_TOKEN', 'B_TOKEN'] } }
   const proxy = await startEmbeddedProxy(t, cp, null, env, {}, { settings })
-  for (let i = 0; i < 50 && !(await proxy.proxy.readiness()).ready; i++)
-    await new Promise((r) => setTimeout(r, 20))
+  await waitReady(proxy)
   const port = proxy.port
 
   t.test("tenant B's system: 403 not_enrolled, for writes and ungated reads alike", async (t) => {
