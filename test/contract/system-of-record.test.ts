@@ -601,6 +601,33 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
       t.equal(await s.portalSessions.remove(`live-${a}`), false)
     })
 
+    // Only where transactions run side by side (PGlite runs them in turn, so none can wait on another).
+    if (kind === 'fake' || sqlDb?.shared)
+      t.test(
+        "two transactions waiting for each other's rows: one fails as a deadlock, the other commits",
+        async (t) => {
+          const [a, b] = [await tenant(), await tenant()]
+          let holding = 0
+          let bothHoldOne!: () => void
+          const crossed = new Promise<void>((r) => {
+            bothHoldOne = r
+          })
+          const cross = (first: string, second: string) =>
+            sor.transaction(async (x) => {
+              await x.tenants.bumpVersion(first)
+              if (++holding === 2) bothHoldOne()
+              await crossed
+              await x.tenants.bumpVersion(second)
+            })
+          const results = await Promise.allSettled([cross(a, b), cross(b, a)])
+          const failed = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+          t.equal(failed.length, 1, 'one of them is failed')
+          t.equal((failed[0]?.reason as { code?: string } | undefined)?.code, '40P01', 'as deadlock_detected')
+          const versions = [(await s.tenants.get(a))?.version, (await s.tenants.get(b))?.version]
+          t.same(versions, [1, 1], 'the other bumped both; the failed one is rolled back whole')
+        },
+      )
+
     t.test('a transaction sees its own writes and rolls back as a unit', async (t) => {
       const a = await tenant()
       await sor

@@ -61,12 +61,23 @@ export class Journal {
  */
 export class RowLocks {
   readonly #held = new Map<string, { owner: Journal; waiting: (() => void)[] }>()
+  /** The row each waiting transaction waits for: the wait-for graph, in which Postgres finds deadlocks. */
+  readonly #waitsFor = new Map<Journal, string>()
 
   async acquire(owner: Journal | null, row: string): Promise<void> {
     for (;;) {
       const held = this.#held.get(row)
       if (!held || held.owner === owner) break
-      await new Promise<void>((resolve) => held.waiting.push(resolve))
+      // Two transactions each waiting for the other's row would wait for ever here; Postgres
+      // fails one of them instead, and so does the fake (a test then fails at once, not at
+      // tap's timeout). A statement outside a transaction holds nothing, so closes no cycle.
+      if (owner && this.#leadsTo(held.owner, owner)) throw new DeadlockDetected(row)
+      if (owner) this.#waitsFor.set(owner, row)
+      try {
+        await new Promise<void>((resolve) => held.waiting.push(resolve))
+      } finally {
+        if (owner) this.#waitsFor.delete(owner)
+      }
     }
     if (owner && !this.#held.has(row)) {
       this.#held.set(row, { owner, waiting: [] })
@@ -76,6 +87,18 @@ export class RowLocks {
         for (const wake of held?.waiting ?? []) wake()
       })
     }
+  }
+
+  /** Whether `from` waits, through a chain of held rows, for `to`. */
+  #leadsTo(from: Journal, to: Journal): boolean {
+    const seen = new Set<Journal>()
+    for (let j: Journal | undefined = from; j !== undefined && !seen.has(j); ) {
+      if (j === to) return true
+      seen.add(j)
+      const row = this.#waitsFor.get(j)
+      j = row === undefined ? undefined : this.#held.get(row)?.owner
+    }
+    return false
   }
 }
 
@@ -135,6 +158,15 @@ export function key(...parts: (string | number)[]): string {
 }
 
 /** What a Postgres unique violation would be: a bug in the caller, so it throws, with Postgres's code. */
+export class DeadlockDetected extends Error {
+  /** SQLSTATE deadlock_detected, as Postgres's error carries it. */
+  readonly code = '40P01'
+
+  constructor(row: string) {
+    super(`fake database: deadlock detected waiting for ${row}`)
+  }
+}
+
 export class ConstraintViolation extends Error {
   /** SQLSTATE unique_violation, as the real adapters' errors carry it. */
   readonly code = '23505'
