@@ -196,12 +196,17 @@ export async function createControlPlane(
         throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
       })
       rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
-      hot ??= createRedisHotStore({
-        redis,
-        subscriber,
-        keyPrefix: settings.redis.keyPrefix,
-        nowSeconds: () => nowSeconds(clock),
-      })
+      if (!hot) {
+        const redisHot = createRedisHotStore({
+          redis,
+          subscriber,
+          keyPrefix: settings.redis.keyPrefix,
+          nowSeconds: () => nowSeconds(clock),
+        })
+        // Closed before its connections are, whatever fails after this.
+        cleanups.push(() => redisHot.close())
+        hot = redisHot
+      }
     }
     let database: Database | null = null
     if (!overrides.storage) {
@@ -226,9 +231,13 @@ export async function createControlPlane(
     const audit = auditTrail.log
 
     // One process: a proxy's receipts (and staged actions) go straight to Postgres.
-    hot ??= createMemoryHotStore({ receiptSink: (payload) => persistDurable(sor, audit, payload) })
-    const hotStore = hot
-    if (!overrides.hot) cleanups.push(() => hotStore.close())
+    if (!hot) {
+      const memoryHot = createMemoryHotStore({
+        receiptSink: (payload) => persistDurable(sor, audit, payload),
+      })
+      cleanups.push(() => memoryHot.close())
+      hot = memoryHot
+    }
 
     const hotState = hot
     const publisher = createSnapshotPublisher({

@@ -261,10 +261,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (clientGone(req, res)) {
       // Gone while its write was decided: the decision and its receipt stand, and nothing was
       // sent. On record, for whoever reconciles the receipt; the client's doing, so at info.
-      logger.info(
-        { system: system.systemId, receiptId },
-        'client went away before its write was forwarded: nothing was sent upstream',
-      )
+      // (A read or stream that passes ungated has no receipt to reconcile: nothing to say.)
+      if (receiptId)
+        logger.info(
+          { system: system.systemId, receiptId },
+          'client went away before its write was forwarded: nothing was sent upstream',
+        )
       return
     }
     continueIfExpected(req, res)

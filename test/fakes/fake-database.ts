@@ -61,7 +61,10 @@ export class Journal {
  */
 export class RowLocks {
   readonly #held = new Map<string, { owner: Journal; waiting: (() => void)[] }>()
-  /** The row each waiting transaction waits for: the wait-for graph, in which Postgres finds deadlocks. */
+  /**
+   * The row each waiting transaction waits for: the wait-for graph, in which Postgres finds
+   * deadlocks. One row per transaction: the stores take their locks one after another.
+   */
   readonly #waitsFor = new Map<Journal, string>()
 
   async acquire(owner: Journal | null, row: string): Promise<void> {
@@ -157,7 +160,7 @@ export function key(...parts: (string | number)[]): string {
   return JSON.stringify(parts)
 }
 
-/** What a Postgres unique violation would be: a bug in the caller, so it throws, with Postgres's code. */
+/** A cycle of transactions waiting for each other's rows: one is failed, as Postgres fails it. */
 export class DeadlockDetected extends Error {
   /** SQLSTATE deadlock_detected, as Postgres's error carries it. */
   readonly code = '40P01'
@@ -167,6 +170,7 @@ export class DeadlockDetected extends Error {
   }
 }
 
+/** What a Postgres unique violation would be: a bug in the caller, so it throws, with Postgres's code. */
 export class ConstraintViolation extends Error {
   /** SQLSTATE unique_violation, as the real adapters' errors carry it. */
   readonly code = '23505'

@@ -3,6 +3,7 @@ import { request } from 'node:http'
 import t from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest, capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
 /**
  * Sends 1,000 bytes of a longer body, then hangs up once `hangUp` resolves. Resolves once the
@@ -27,13 +28,6 @@ function abortMidBody(
   })
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-
-/** Polls `done` every 10 ms for up to 5 s. */
-async function until(done: () => unknown): Promise<void> {
-  for (let i = 0; i < 500 && !done(); i++) await sleep(10)
-}
-
 /**
  * A STEP_UP write is staged with its body, so the proxy reads the body before deciding. A
  * client that goes away mid-body is the client's doing, not a proxy failure: nothing is decided
@@ -48,12 +42,13 @@ t.test('a client that aborts mid-body on a STEP_UP route', async (t) => {
     'POST',
     '/sys_billing/v1/refunds',
     { 'content-type': 'application/json', 'content-length': '100000' },
+    // Either way the body is cut short: before the proxy reads it, or while it does.
     () => sleep(50),
   )
   t.notOk(answered, 'no answer was expected')
-  const aborted = () => lines.find((l) => /client went away/.test(l.msg))
+  const aborted = () => lines.find((l) => /client went away before its request body was read/.test(l.msg))
   const failed = () => lines.find((l) => l.level >= LOG_LEVEL.error)
-  await until(() => aborted() || failed())
+  await waitFor(() => aborted() || failed(), 15_000, 'the abort, or an error, in the log')
 
   t.equal(failed(), undefined, 'nothing is logged as an error')
   t.ok(aborted(), 'the abort is logged')
@@ -88,12 +83,12 @@ t.test('a client that aborts mid-body while an ALLOWed write is forwarded', asyn
     'PUT',
     '/sys_billing/v1/upload/big',
     { 'content-type': 'application/octet-stream', 'content-length': '1000000' },
-    () => until(() => upstream.arrivals > 0),
+    () => waitFor(() => upstream.arrivals > 0, 15_000, 'the write at the upstream'),
   )
   t.equal(upstream.arrivals, 1, 'the write was being forwarded when the client hung up')
   const cuts = () => lines.filter((l) => /client request cut short while forwarding/.test(l.msg))
-  await until(() => cuts().length > 0)
-  await sleep(100)
+  await waitFor(() => cuts().length > 0, 15_000, 'the cut in the log')
+  await sleep(100) // room for a second report, which must not come (a lower bound, not a wait)
   t.equal(cuts().length, 1, 'once (http-proxy reports it twice)')
 
   t.ok((cuts()[0]?.level ?? 0) <= LOG_LEVEL.info, 'at info or below')
@@ -146,17 +141,24 @@ t.test('a client that goes away while its ALLOWed write is decided', async (t) =
     'PUT',
     '/sys_billing/v1/upload/big',
     { 'content-type': 'application/octet-stream', 'content-length': '1000000' },
-    () => decision,
+    // Bounded: were the write ever predicted STEP_UP, the proxy would wait for its body instead.
+    () =>
+      Promise.race([
+        decision,
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error('the write was never decided')), 15_000).unref(),
+        ),
+      ]),
   )
   t.notOk(answered)
   const server = proxy.proxy.server
   const open = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)))
-  for (let i = 0; i < 500 && (await open()) > 0; i++) await sleep(10)
+  await waitFor(async () => (await open()) === 0, 15_000, 'the proxy to see the client go')
   t.equal(await open(), 0, 'the proxy saw the client go')
   release()
 
   const gone = () => lines.find((l) => /client went away before its write was forwarded/.test(l.msg))
-  await until(gone)
+  await waitFor(gone, 15_000, 'the line in the log')
   t.ok(gone(), 'it is logged')
   t.match(
     gone(),
@@ -168,6 +170,8 @@ t.test('a client that goes away while its ALLOWed write is decided', async (t) =
     undefined,
     'nothing is logged as a warning or an error',
   )
+  // The line is logged where forwarding stops, so nothing can follow it; the pause only gives a
+  // write that got out anyway the time to show.
   await sleep(100)
   t.equal(upstream.arrivals, 0, 'nothing was sent upstream')
 })

@@ -70,7 +70,8 @@ export function connectRedis(
 /**
  * Connects once, for start-up. A refused or unresolvable server rejects with the socket's own
  * error (ECONNREFUSED, ENOTFOUND), which names the problem, rather than ioredis's "Connection is
- * closed." that follows it.
+ * closed." that follows it. (A Cluster's client keeps its nodes' socket errors to itself: its
+ * line says "Connection is closed." for a refused seed, and names an unresolvable one.)
  */
 export function connectOnce(redis: RedisClient): Promise<void> {
   let cause: Error | undefined
