@@ -23,6 +23,7 @@ const container = z.looseObject({
   ports: z.array(z.looseObject({ containerPort: z.number().int() })).optional(),
   volumeMounts: z.array(z.looseObject({ name, mountPath: z.string() })).optional(),
   securityContext: z.record(z.string(), z.unknown()).optional(),
+  targetContainerName: z.string().optional(),
 })
 const volume = z.looseObject({
   name,
@@ -51,8 +52,10 @@ export const podSchema = z.looseObject({
   spec: z.looseObject({
     containers: z.array(container).min(1),
     initContainers: z.array(container).optional(),
+    ephemeralContainers: z.array(container).optional(),
     volumes: z.array(volume).optional(),
     hostNetwork: z.boolean().optional(),
+    shareProcessNamespace: z.boolean().optional(),
     securityContext: z.looseObject({ runAsUser: z.number().int().optional() }).optional(),
   }),
 })
@@ -66,7 +69,10 @@ export const admissionReviewSchema = z.object({
     operation: z.string().min(1),
     namespace: z.string().optional(),
     name: z.string().optional(),
+    subResource: z.string().optional(),
     object: z.unknown().optional(),
+    /** The pod before an UPDATE. */
+    oldObject: z.unknown().optional(),
     dryRun: z.boolean().optional(),
   }),
 })

@@ -54,6 +54,12 @@ export interface Container {
   restartPolicy?: string
 }
 
+/** A container added to a running pod (`kubectl debug`), through the pods/ephemeralcontainers subresource. */
+export interface EphemeralContainer extends Container {
+  /** The container whose process namespace it joins. */
+  targetContainerName?: string
+}
+
 export interface Volume {
   name: string
   configMap?: { name: string; items?: { key: string; path: string }[] }
@@ -65,8 +71,11 @@ export interface Volume {
 export interface PodSpec {
   containers: Container[]
   initContainers?: Container[]
+  ephemeralContainers?: EphemeralContainer[]
   volumes?: Volume[]
   hostNetwork?: boolean
+  /** One process namespace for every container: each can see the others' processes, and their files through /proc. */
+  shareProcessNamespace?: boolean
   securityContext?: { runAsUser?: number }
 }
 

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../core/jcs.js'
+import { secretsOfVolume, secretsReferencedBy, wayAround } from './container-exposure.js'
 import {
   type AnnotationDefaults,
   INJECTED_LABEL,
@@ -7,7 +8,7 @@ import {
   readInjectionAnnotations,
 } from './injection-annotations.js'
 import { type JsonPatchOp, pointer } from './jsonpatch.js'
-import type { Container, EnvVar, Pod, PodSpec, Volume, VolumeMount } from './kube-types.js'
+import type { Container, EnvVar, Pod, Volume, VolumeMount } from './kube-types.js'
 import {
   AGENT_VOLUMES,
   agentEnv,
@@ -41,23 +42,6 @@ function volumeSource(v: Volume): string {
   if (v.secret) return `secret:${v.secret.secretName}`
   if (v.emptyDir) return 'emptyDir'
   return 'other'
-}
-
-function secretsReferencedBy(c: Container): string[] {
-  const names: string[] = []
-  for (const e of c.env ?? []) {
-    const ref = (e.valueFrom as { secretKeyRef?: { name?: unknown } } | undefined)?.secretKeyRef
-    if (typeof ref?.name === 'string') names.push(ref.name)
-  }
-  for (const f of c.envFrom ?? []) if (f.secretRef?.name) names.push(f.secretRef.name)
-  return names
-}
-
-function secretsOfVolume(v: Volume): string[] {
-  const names: string[] = []
-  if (v.secret) names.push(v.secret.secretName)
-  for (const s of v.projected?.sources ?? []) if (s.secret?.name) names.push(s.secret.name)
-  return names
 }
 
 const PROBES = ['livenessProbe', 'readinessProbe', 'startupProbe'] as const
@@ -171,25 +155,14 @@ function conflicts(
       if (way)
         return `container ${c.name} ${way}: under writegate.io/enforce it could get around the proxy's rules, which let UID ${PROXY_UID} through`
     }
-  return undefined
-}
-
-/**
- * How a container of an enforced pod could leave the iptables rules: by being UID 1337 (the
- * proxy's, let through), or by becoming it. Root can setuid(1337), and so can a process that
- * gains root through a setuid binary of its image; an unset runAsUser is whatever the image
- * says, 0 or 1337 included. So each container must run as a named user other than those, with
- * no way to escalate (no_new_privs) and unprivileged.
- */
-function wayAround(pod: PodSpec['securityContext'], own: Container['securityContext']): string | undefined {
-  const ctx = (own ?? {}) as { runAsUser?: unknown; allowPrivilegeEscalation?: unknown; privileged?: unknown }
-  const uid = ctx.runAsUser ?? pod?.runAsUser
-  if (uid === PROXY_UID) return `runs as UID ${PROXY_UID}, the writegate proxy's`
-  if (ctx.privileged === true) return 'is privileged'
-  if (uid === undefined) return 'sets no runAsUser (its image may run it as root, or as the proxy)'
-  if (uid === 0) return 'runs as root'
-  if (ctx.allowPrivilegeEscalation !== false)
-    return 'may gain privileges (set allowPrivilegeEscalation: false)'
+  // One process namespace: a container that is or can become the proxy's UID reads the proxy's
+  // files (its credentials, its key) through /proc/<pid>/root, enforced or not.
+  if (spec.shareProcessNamespace === true)
+    for (const c of others) {
+      const way = wayAround(spec.securityContext, c.securityContext)
+      if (way)
+        return `container ${c.name} ${way}: the pod shares one process namespace, so as UID ${PROXY_UID} it could read the proxy's files`
+    }
   return undefined
 }
 

@@ -1,5 +1,6 @@
 import { ERRORS } from '../core/errors.js'
 import {
+  type AdmissionRequest,
   type AdmissionResponseBody,
   admissionReviewSchema,
   allow,
@@ -8,13 +9,14 @@ import {
   readPod,
 } from './admission-review.js'
 import { type InjectorOptions, mutatePod } from './pod-mutation.js'
+import { reviewPodUpdate } from './pod-update-review.js'
 
 /** What the log gets for one review: identifiers and the outcome, never the object itself. */
 export interface ReviewSummary {
   uid?: string
   namespace?: string
   pod?: string
-  outcome: 'injected' | 'unchanged' | 'skipped' | 'ignored' | 'rejected' | 'invalid'
+  outcome: 'injected' | 'unchanged' | 'skipped' | 'ignored' | 'reviewed' | 'rejected' | 'invalid'
   ops?: number
   message?: string
   dryRun?: boolean
@@ -53,7 +55,10 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
     ...(req.namespace ? { namespace: req.namespace } : {}),
     ...(req.dryRun ? { dryRun: true } : {}),
   }
-  if (req.kind.group !== '' || req.kind.kind !== 'Pod' || req.operation !== 'CREATE')
+  if (req.kind.group !== '' || req.kind.kind !== 'Pod')
+    return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
+  if (req.operation === 'UPDATE') return answerUpdate(req, base)
+  if (req.operation !== 'CREATE')
     return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
 
   const pod = readPod(req.object)
@@ -82,6 +87,35 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
         status: 200,
         body: allow(req.uid, m.patch),
         summary: { ...named, outcome: m.patch.length > 0 ? 'injected' : 'unchanged', ops: m.patch.length },
+      }
+  }
+}
+
+/**
+ * A change to a running pod (the validating webhook: pods UPDATE and pods/ephemeralcontainers).
+ * Only refused or admitted, never patched. A pod the injector cannot read is refused: it cannot
+ * tell whether the change takes the pod's writes around the gate.
+ */
+function answerUpdate(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'>): ReviewAnswer {
+  const before = readPod(req.oldObject)
+  const after = readPod(req.object)
+  const named = { ...base, ...(req.name ? { pod: req.name } : {}) }
+  if (!before.ok || !after.ok) {
+    const first = (before.ok ? [] : before.issues).concat(after.ok ? [] : after.issues)[0]
+    const message = `writegate cannot read this pod${first ? `: ${first.path}: ${first.message}` : ''}`
+    return { status: 200, body: deny(req.uid, message), summary: { ...named, outcome: 'rejected', message } }
+  }
+  const verdict = reviewPodUpdate(before.pod, after.pod)
+  switch (verdict.outcome) {
+    case 'ignored':
+      return { status: 200, body: allow(req.uid), summary: { ...named, outcome: 'ignored' } }
+    case 'allowed':
+      return { status: 200, body: allow(req.uid), summary: { ...named, outcome: 'reviewed' } }
+    case 'rejected':
+      return {
+        status: 200,
+        body: deny(req.uid, verdict.message),
+        summary: { ...named, outcome: 'rejected', message: verdict.message },
       }
   }
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { parse as parseYaml } from 'yaml'
 import { loadSettings, parseSettings } from '../../src/config/load.js'
+import { INJECTED_LABEL, INJECTED_LABEL_VALUE } from '../../src/injector/injection-annotations.js'
 import { injectorOptions } from '../../src/injector/injector-process.js'
 import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
@@ -29,6 +30,7 @@ const KNOWN: Record<string, { namespaced: boolean }> = {
   'policy/v1/PodDisruptionBudget': { namespaced: true },
   'autoscaling/v2/HorizontalPodAutoscaler': { namespaced: true },
   'admissionregistration.k8s.io/v1/MutatingWebhookConfiguration': { namespaced: false },
+  'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': { namespaced: false },
   'cert-manager.io/v1/Issuer': { namespaced: true },
   'cert-manager.io/v1/Certificate': { namespaced: true },
   'monitoring.coreos.com/v1/ServiceMonitor': { namespaced: true },
@@ -288,6 +290,34 @@ function checkWebhook(t: Test, objects: KubeObject[]): void {
   }
 }
 
+/** The guard on injected pods: reviewed on every change, by the same injector as the injection. */
+function checkGuard(t: Test, objects: KubeObject[]): void {
+  const inject = find(objects, 'MutatingWebhookConfiguration')
+  const guard = find(objects, 'ValidatingWebhookConfiguration')
+  t.ok(guard, 'a ValidatingWebhookConfiguration')
+  t.equal(guard.webhooks.length, 1)
+  const hook = guard.webhooks[0]
+  t.equal(hook.failurePolicy, 'Fail', 'fails closed')
+  t.equal(hook.sideEffects, 'None')
+  t.same(hook.rules, [
+    {
+      operations: ['UPDATE'],
+      apiGroups: [''],
+      apiVersions: ['v1'],
+      resources: ['pods', 'pods/ephemeralcontainers'],
+      scope: 'Namespaced',
+    },
+  ])
+  t.same(
+    hook.objectSelector,
+    { matchLabels: { [INJECTED_LABEL]: INJECTED_LABEL_VALUE } },
+    'the pods the injector labels as injected',
+  )
+  t.same(hook.namespaceSelector.matchExpressions[0].values, [NAMESPACE, 'kube-system'])
+  t.same(hook.clientConfig, inject.webhooks[0].clientConfig, 'the same injector, trusted the same way')
+  t.same(guard.metadata.annotations, inject.metadata.annotations, 'its CA injected the same way')
+}
+
 function createPrivateKeyFrom(b64Key: string) {
   return createPrivateKey(b64(b64Key))
 }
@@ -300,6 +330,7 @@ t.test('every example renders objects that are current, complete and consistent'
       const objects = rendered[i] as KubeObject[]
       checkObjects(t, objects)
       checkWebhook(t, objects)
+      checkGuard(t, objects)
     })
   })
 })

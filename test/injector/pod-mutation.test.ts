@@ -465,6 +465,14 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       },
       /container agent runs as UID 1337/,
     ],
+    [
+      // Not enforced, but one process namespace: root (or UID 1337) reads the proxy's files in /proc.
+      'one process namespace with an agent that may run as root',
+      (o) => {
+        o.spec.shareProcessNamespace = true
+      },
+      /^container agent sets no runAsUser .*: the pod shares one process namespace, so as UID 1337 it could read the proxy's files$/,
+    ],
   ]
   for (const [name, edit, pattern] of cases) {
     const review = fixture('review-annotated-pod.json')
@@ -480,6 +488,18 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
     t.equal(answer.summary.outcome, 'rejected')
   }
 })
+
+t.test(
+  'one process namespace is injected when every other container runs as a named user, no escalation',
+  async (t) => {
+    const review = fixture('review-annotated-pod.json')
+    review.request.object.spec.shareProcessNamespace = true
+    for (const c of review.request.object.spec.containers)
+      c.securityContext = { runAsUser: 1000, allowPrivilegeEscalation: false }
+    const answer = answerReview(review, opts)
+    t.equal(answer.summary.outcome, 'injected')
+  },
+)
 
 t.test('a malformed review is a 400 JSON error; an unreadable pod is refused', async (t) => {
   const bad = answerReview(fixture('review-malformed.json'), opts)

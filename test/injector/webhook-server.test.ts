@@ -6,6 +6,8 @@ import { Writable } from 'node:stream'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import { createInjector } from '../../src/injector/injector-process.js'
+import { applyJsonPatch, type JsonPatchOp } from '../../src/injector/jsonpatch.js'
+import type { Pod } from '../../src/injector/kube-types.js'
 import { createLogger } from '../../src/observability/logger.js'
 import { selfSigned } from '../helpers/self-signed.js'
 import { waitFor } from '../helpers/wait.js'
@@ -111,6 +113,37 @@ t.test('the injector answers AdmissionReviews over real HTTPS', async (t) => {
     }
     const bad = await call(port, ca, 'POST', '/mutate', '{"apiVersion":"admission.k8s.io/v1"}')
     t.match(bad.json.error, /^invalid AdmissionReview: kind: /)
+  })
+
+  t.test("a change to an injected pod's proxy is refused on the same endpoint", async (t) => {
+    const created = JSON.parse(review)
+    const before = applyJsonPatch(created.request.object, patch as JsonPatchOp[]) as Pod
+    const after = structuredClone(before)
+    const proxy = [...(after.spec.initContainers ?? []), ...after.spec.containers].find(
+      (c) => c.name === 'writegate-proxy',
+    )
+    if (proxy) proxy.image = 'evil.example/nogate:1'
+    const update = {
+      ...created,
+      request: {
+        ...created.request,
+        uid: 'uid-update',
+        operation: 'UPDATE',
+        object: after,
+        oldObject: before,
+      },
+    }
+    const r = await call(port, ca, 'POST', '/mutate', JSON.stringify(update))
+    t.equal(r.status, 200)
+    t.match(r.json.response, {
+      uid: 'uid-update',
+      allowed: false,
+      status: {
+        code: 400,
+        message: /^container writegate-proxy was injected by writegate and cannot be changed/,
+      },
+    })
+    t.notOk((r.json.response as { patch?: string }).patch, 'an update is never patched')
   })
 
   t.test('logs say what happened to which pod, never the review or its secrets', async (t) => {

@@ -1,0 +1,95 @@
+import { canonicalJson } from '../core/jcs.js'
+import { secretsOfVolume, secretsReferencedBy, wayAround } from './container-exposure.js'
+import { INJECTED_LABEL } from './injection-annotations.js'
+import type { Container, EphemeralContainer, Pod } from './kube-types.js'
+import {
+  AGENT_VOLUMES,
+  CA_BUNDLE_CONTAINER,
+  INIT_CONTAINER,
+  PROXY_CONTAINER,
+  PROXY_UID,
+} from './proxy-sidecar.js'
+
+export type PodUpdateVerdict =
+  /** Not a pod writegate injected: nothing of it to guard. */
+  | { outcome: 'ignored' }
+  | { outcome: 'allowed' }
+  /** Refused with a message for `kubectl`. */
+  | { outcome: 'rejected'; message: string }
+
+const OURS: readonly string[] = [PROXY_CONTAINER, INIT_CONTAINER, CA_BUNDLE_CONTAINER]
+
+const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? []), ...pod.spec.containers]
+
+/**
+ * A change to a running pod that writegate injected (pods UPDATE, and the
+ * pods/ephemeralcontainers subresource). Kubernetes lets little of a pod change once it is
+ * created, but two changes could take its writes around the gate:
+ * - writegate's own containers changed: an image swapped on `writegate-proxy` for one that gates
+ *   nothing, or on `writegate-init`;
+ * - an ephemeral container (`kubectl debug`) that could do what the injector refuses of the pod's
+ *   own containers: mount the proxy's volumes, read the Secrets only it may hold, run as the
+ *   proxy's UID (which the enforce rules let through) or as root, or join the proxy's processes.
+ * What is judged is read off the pod as it was (the proxy's mounts and Secrets, whether the
+ * enforce rules are in it), not off its annotations or today's settings, which may have changed.
+ * Everything else passes: labels, annotations, an agent's image.
+ */
+export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
+  const proxy = containersOf(before).find((c) => c.name === PROXY_CONTAINER)
+  if (!proxy) return { outcome: 'ignored' }
+  // The label is how the API server picks the pods it sends here: without it, the next change
+  // would not be reviewed at all.
+  if (after.metadata?.labels?.[INJECTED_LABEL] !== before.metadata?.labels?.[INJECTED_LABEL])
+    return {
+      outcome: 'rejected',
+      message: `label ${INJECTED_LABEL} marks the pod as injected by writegate and cannot be changed or removed`,
+    }
+
+  for (const name of OURS) {
+    const was = containersOf(before).find((c) => c.name === name)
+    const is = containersOf(after).find((c) => c.name === name)
+    if (was === undefined && is === undefined) continue
+    if (was === undefined || is === undefined || canonicalJson(was) !== canonicalJson(is))
+      return {
+        outcome: 'rejected',
+        message: `container ${name} was injected by writegate and cannot be changed, its image included (recreate the pod instead)`,
+      }
+  }
+
+  const had = new Set((before.spec.ephemeralContainers ?? []).map((c) => c.name))
+  const added = (after.spec.ephemeralContainers ?? []).filter((c) => !had.has(c.name))
+  for (const c of added) {
+    const problem = exposure(before, proxy, c)
+    if (problem) return { outcome: 'rejected', message: `ephemeral container ${c.name} ${problem}` }
+  }
+  return { outcome: 'allowed' }
+}
+
+/** What an ephemeral container added to an injected pod could reach or get around, if anything. */
+function exposure(pod: Pod, proxy: Container, c: EphemeralContainer): string | undefined {
+  if (OURS.includes(c.name)) return 'has a name reserved for writegate'
+  if (c.targetContainerName !== undefined && OURS.includes(c.targetContainerName))
+    return `targets ${c.targetContainerName}: it would share the proxy's processes, and through them what the proxy holds`
+  const proxyVolumes = new Set(
+    (proxy.volumeMounts ?? []).map((m) => m.name).filter((n) => !AGENT_VOLUMES.includes(n)),
+  )
+  const mount = (c.volumeMounts ?? []).find((m) => proxyVolumes.has(m.name))
+  if (mount) return `mounts ${mount.name}, which is reserved for the writegate proxy`
+  const protectedSecrets = new Set([
+    ...secretsReferencedBy(proxy),
+    ...(pod.spec.volumes ?? []).filter((v) => proxyVolumes.has(v.name)).flatMap(secretsOfVolume),
+  ])
+  const leaked = secretsReferencedBy(c).find((s) => protectedSecrets.has(s))
+  if (leaked) return `reads Secret ${leaked}, which only the writegate proxy may hold`
+  // Where the enforce rules are, a container that is or can become UID 1337 gets around them;
+  // where the pod shares one process namespace, it could read the proxy's files through /proc.
+  const enforced = containersOf(pod).some((x) => x.name === INIT_CONTAINER)
+  if (enforced || pod.spec.shareProcessNamespace === true) {
+    const way = wayAround(pod.spec.securityContext, c.securityContext)
+    if (way)
+      return enforced
+        ? `${way}: under writegate.io/enforce it could get around the proxy's rules, which let UID ${PROXY_UID} through`
+        : `${way}: the pod shares one process namespace, so as UID ${PROXY_UID} it could read the proxy's files`
+  }
+  return undefined
+}
