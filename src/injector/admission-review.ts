@@ -56,6 +56,7 @@ export const podSchema = z.looseObject({
     volumes: z.array(volume).optional(),
     hostNetwork: z.boolean().optional(),
     shareProcessNamespace: z.boolean().optional(),
+    hostPID: z.boolean().optional(),
     securityContext: z.looseObject({ runAsUser: z.number().int().optional() }).optional(),
   }),
 })
@@ -76,6 +77,9 @@ export const admissionReviewSchema = z.object({
     dryRun: z.boolean().optional(),
   }),
 })
+
+/** A CONNECT review's object for `kubectl exec` / `attach` (PodExecOptions, PodAttachOptions). */
+export const podConnectOptionsSchema = z.looseObject({ container: z.string().optional() })
 
 export type AdmissionReview = z.infer<typeof admissionReviewSchema>
 export type AdmissionRequest = AdmissionReview['request']

@@ -37,7 +37,12 @@ export function wayAround(
   pod: PodSpec['securityContext'],
   own: Container['securityContext'],
 ): string | undefined {
-  const ctx = (own ?? {}) as { runAsUser?: unknown; allowPrivilegeEscalation?: unknown; privileged?: unknown }
+  const ctx = (own ?? {}) as {
+    runAsUser?: unknown
+    allowPrivilegeEscalation?: unknown
+    privileged?: unknown
+    capabilities?: { add?: unknown }
+  }
   const uid = ctx.runAsUser ?? pod?.runAsUser
   if (uid === PROXY_UID) return `runs as UID ${PROXY_UID}, the writegate proxy's`
   if (ctx.privileged === true) return 'is privileged'
@@ -45,5 +50,27 @@ export function wayAround(
   if (uid === 0) return 'runs as root'
   if (ctx.allowPrivilegeEscalation !== false)
     return 'may gain privileges (set allowPrivilegeEscalation: false)'
+  // A named user without escalation cannot use added capabilities today (Kubernetes sets no
+  // ambient ones); these would undo the rules or reach the proxy the day a runtime did.
+  const added = Array.isArray(ctx.capabilities?.add) ? (ctx.capabilities.add as unknown[]) : []
+  const risky = added.find((c) => typeof c === 'string' && RISKY_CAPABILITIES.has(c.toUpperCase()))
+  if (risky) return `adds capability ${risky}`
   return undefined
 }
+
+/** Capabilities that change the network's rules, or act as or on another user's processes. */
+const RISKY_CAPABILITIES = new Set(
+  ['NET_ADMIN', 'SYS_ADMIN', 'SYS_PTRACE', 'SETUID', 'SETGID', 'ALL'].flatMap((c) => [c, `CAP_${c}`]),
+)
+
+/**
+ * Whether the pod's containers see each other's processes (one process namespace, or the
+ * node's): one that is or can become the proxy's UID then reads the proxy's files, its
+ * credentials and key, through /proc/<pid>/root.
+ */
+export function sharesProcesses(spec: PodSpec): boolean {
+  return spec.shareProcessNamespace === true || spec.hostPID === true
+}
+
+/** Why a container that could become the proxy's UID is refused where processes are shared. */
+export const SHARED_PROCESSES = `the pod shares process namespaces (shareProcessNamespace or hostPID), so as UID ${PROXY_UID} it could read the proxy's files`

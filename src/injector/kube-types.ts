@@ -76,6 +76,8 @@ export interface PodSpec {
   hostNetwork?: boolean
   /** One process namespace for every container: each can see the others' processes, and their files through /proc. */
   shareProcessNamespace?: boolean
+  /** The node's process namespace: the pod sees every process on the node, the proxy's included. */
+  hostPID?: boolean
   securityContext?: { runAsUser?: number }
 }
 

@@ -1,5 +1,11 @@
 import { canonicalJson } from '../core/jcs.js'
-import { secretsOfVolume, secretsReferencedBy, wayAround } from './container-exposure.js'
+import {
+  SHARED_PROCESSES,
+  secretsOfVolume,
+  secretsReferencedBy,
+  sharesProcesses,
+  wayAround,
+} from './container-exposure.js'
 import {
   type AnnotationDefaults,
   INJECTED_LABEL,
@@ -155,13 +161,13 @@ function conflicts(
       if (way)
         return `container ${c.name} ${way}: under writegate.io/enforce it could get around the proxy's rules, which let UID ${PROXY_UID} through`
     }
-  // One process namespace: a container that is or can become the proxy's UID reads the proxy's
+  // Processes shared: a container that is or can become the proxy's UID reads the proxy's
   // files (its credentials, its key) through /proc/<pid>/root, enforced or not.
-  if (spec.shareProcessNamespace === true)
+  if (sharesProcesses(spec))
     for (const c of others) {
       const way = wayAround(spec.securityContext, c.securityContext)
       if (way)
-        return `container ${c.name} ${way}: the pod shares one process namespace, so as UID ${PROXY_UID} it could read the proxy's files`
+        return `container ${c.name} ${way}: ${SHARED_PROCESSES}`
     }
   return undefined
 }

@@ -1,6 +1,11 @@
 import { canonicalJson } from '../core/jcs.js'
-import { secretsOfVolume, secretsReferencedBy, wayAround } from './container-exposure.js'
-import { INJECTED_LABEL } from './injection-annotations.js'
+import {
+  SHARED_PROCESSES,
+  secretsOfVolume,
+  secretsReferencedBy,
+  sharesProcesses,
+  wayAround,
+} from './container-exposure.js'
 import type { Container, EphemeralContainer, Pod } from './kube-types.js'
 import {
   AGENT_VOLUMES,
@@ -23,27 +28,23 @@ const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? 
 
 /**
  * A change to a running pod that writegate injected (pods UPDATE, and the
- * pods/ephemeralcontainers subresource). Kubernetes lets little of a pod change once it is
- * created, but two changes could take its writes around the gate:
+ * pods/ephemeralcontainers and pods/resize subresources). Kubernetes lets little of a pod change
+ * once it is created, but two changes could take its writes around the gate:
  * - writegate's own containers changed: an image swapped on `writegate-proxy` for one that gates
- *   nothing, or on `writegate-init`;
+ *   nothing, or on `writegate-init` (were the pod's sandbox recreated, it would run again), or the proxy
+ *   resized out of memory;
  * - an ephemeral container (`kubectl debug`) that could do what the injector refuses of the pod's
  *   own containers: mount the proxy's volumes, read the Secrets only it may hold, run as the
  *   proxy's UID (which the enforce rules let through) or as root, or join the proxy's processes.
  * What is judged is read off the pod as it was (the proxy's mounts and Secrets, whether the
  * enforce rules are in it), not off its annotations or today's settings, which may have changed.
- * Everything else passes: labels, annotations, an agent's image.
+ * Everything else passes: labels (`kubectl debug` removes them first), annotations, an agent's
+ * image. The API server picks the pods it sends by their containers, not by a label, which a
+ * status update could remove.
  */
 export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
   const proxy = containersOf(before).find((c) => c.name === PROXY_CONTAINER)
   if (!proxy) return { outcome: 'ignored' }
-  // The label is how the API server picks the pods it sends here: without it, the next change
-  // would not be reviewed at all.
-  if (after.metadata?.labels?.[INJECTED_LABEL] !== before.metadata?.labels?.[INJECTED_LABEL])
-    return {
-      outcome: 'rejected',
-      message: `label ${INJECTED_LABEL} marks the pod as injected by writegate and cannot be changed or removed`,
-    }
 
   for (const name of OURS) {
     const was = containersOf(before).find((c) => c.name === name)
@@ -82,14 +83,14 @@ function exposure(pod: Pod, proxy: Container, c: EphemeralContainer): string | u
   const leaked = secretsReferencedBy(c).find((s) => protectedSecrets.has(s))
   if (leaked) return `reads Secret ${leaked}, which only the writegate proxy may hold`
   // Where the enforce rules are, a container that is or can become UID 1337 gets around them;
-  // where the pod shares one process namespace, it could read the proxy's files through /proc.
+  // where processes are shared, it could read the proxy's files through /proc.
   const enforced = containersOf(pod).some((x) => x.name === INIT_CONTAINER)
-  if (enforced || pod.spec.shareProcessNamespace === true) {
+  if (enforced || sharesProcesses(pod.spec)) {
     const way = wayAround(pod.spec.securityContext, c.securityContext)
     if (way)
       return enforced
         ? `${way}: under writegate.io/enforce it could get around the proxy's rules, which let UID ${PROXY_UID} through`
-        : `${way}: the pod shares one process namespace, so as UID ${PROXY_UID} it could read the proxy's files`
+        : `${way}: ${SHARED_PROCESSES}`
   }
   return undefined
 }

@@ -6,8 +6,10 @@ import {
   allow,
   deny,
   issuesOf,
+  podConnectOptionsSchema,
   readPod,
 } from './admission-review.js'
+import { CA_BUNDLE_CONTAINER, INIT_CONTAINER, PROXY_CONTAINER } from './proxy-sidecar.js'
 import { type InjectorOptions, mutatePod } from './pod-mutation.js'
 import { reviewPodUpdate } from './pod-update-review.js'
 
@@ -55,6 +57,8 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
     ...(req.namespace ? { namespace: req.namespace } : {}),
     ...(req.dryRun ? { dryRun: true } : {}),
   }
+  if (req.kind.group === '' && req.operation === 'CONNECT' && CONNECT_KINDS.has(req.kind.kind))
+    return answerConnect(req, base)
   if (req.kind.group !== '' || req.kind.kind !== 'Pod')
     return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
   if (req.operation === 'UPDATE') return answerUpdate(req, base)
@@ -118,4 +122,29 @@ function answerUpdate(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'
         summary: { ...named, outcome: 'rejected', message: verdict.message },
       }
   }
+}
+
+/** `kubectl exec`, `kubectl cp` and `kubectl attach` (pods/exec, pods/attach). */
+const CONNECT_KINDS = new Set(['PodExecOptions', 'PodAttachOptions'])
+const WRITEGATE_CONTAINERS = new Set([PROXY_CONTAINER, INIT_CONTAINER, CA_BUNDLE_CONTAINER])
+
+/**
+ * A shell in writegate's proxy runs as UID 1337, which the enforce rules let through, and
+ * holds what the proxy holds: its API key, the upstream credentials. So no one execs into or
+ * attaches to writegate's containers; an agent's container is the agent's business. (An exec
+ * that names no container reaches the pod's only regular container, never a native sidecar.)
+ */
+function answerConnect(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'>): ReviewAnswer {
+  const named = { ...base, ...(req.name ? { pod: req.name } : {}) }
+  const options = podConnectOptionsSchema.safeParse(req.object)
+  if (!options.success) {
+    const message = 'writegate cannot read which container this is for'
+    return { status: 200, body: deny(req.uid, message), summary: { ...named, outcome: 'rejected', message } }
+  }
+  const container = options.data.container
+  if (container !== undefined && WRITEGATE_CONTAINERS.has(container)) {
+    const message = `container ${container} is writegate's: a shell there would run as the proxy, with its credentials and around its rules (debug the agent's container instead)`
+    return { status: 200, body: deny(req.uid, message), summary: { ...named, outcome: 'rejected', message } }
+  }
+  return { status: 200, body: allow(req.uid), summary: { ...named, outcome: 'reviewed' } }
 }

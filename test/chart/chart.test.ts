@@ -2,10 +2,10 @@ import { createHash, createPrivateKey, X509Certificate } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { evaluate as evaluateCel } from '@marcbachmann/cel-js'
 import t, { type Test } from 'tap'
 import { parse as parseYaml } from 'yaml'
 import { loadSettings, parseSettings } from '../../src/config/load.js'
-import { INJECTED_LABEL, INJECTED_LABEL_VALUE } from '../../src/injector/injection-annotations.js'
 import { injectorOptions } from '../../src/injector/injector-process.js'
 import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
@@ -290,32 +290,88 @@ function checkWebhook(t: Test, objects: KubeObject[]): void {
   }
 }
 
-/** The guard on injected pods: reviewed on every change, by the same injector as the injection. */
+/** Whether a webhook's matchConditions (CEL, as the API server evaluates them) all hold for a request. */
+function sent(hook: KubeObject, variables: Record<string, unknown>): boolean {
+  return (hook.matchConditions as { expression: string }[]).every(
+    (c) => evaluateCel(c.expression, variables) === true,
+  )
+}
+
+/**
+ * The guards on injected pods, served by the same injector as the injection: changes to them,
+ * and exec or attach into writegate's containers. The pods are picked by their containers (a
+ * label could be removed by a status update), so the conditions are evaluated here, with a CEL
+ * implementation, against pods as the injector leaves them.
+ */
 function checkGuard(t: Test, objects: KubeObject[]): void {
   const inject = find(objects, 'MutatingWebhookConfiguration')
-  const guard = find(objects, 'ValidatingWebhookConfiguration')
-  t.ok(guard, 'a ValidatingWebhookConfiguration')
-  t.equal(guard.webhooks.length, 1)
-  const hook = guard.webhooks[0]
-  t.equal(hook.failurePolicy, 'Fail', 'fails closed')
-  t.equal(hook.sideEffects, 'None')
-  t.same(hook.rules, [
+  const config = find(objects, 'ValidatingWebhookConfiguration')
+  t.ok(config, 'a ValidatingWebhookConfiguration')
+  t.same(
+    config.webhooks.map((h: KubeObject) => h.name),
+    ['guard.writegate.io', 'exec.writegate.io'],
+  )
+  t.same(config.metadata.annotations, inject.metadata.annotations, 'its CA injected the same way')
+  for (const hook of config.webhooks) {
+    t.equal(hook.failurePolicy, 'Fail', `${hook.name} fails closed`)
+    t.equal(hook.sideEffects, 'None')
+    t.same(hook.admissionReviewVersions, ['v1'])
+    t.same(hook.clientConfig, inject.webhooks[0].clientConfig, 'the same injector, trusted the same way')
+    t.same(hook.namespaceSelector.matchExpressions[0].values, [NAMESPACE, 'kube-system'])
+    t.equal(hook.objectSelector, undefined, 'no label decides it')
+  }
+  const [guard, exec] = config.webhooks
+  t.same(guard.rules, [
     {
       operations: ['UPDATE'],
       apiGroups: [''],
       apiVersions: ['v1'],
-      resources: ['pods', 'pods/ephemeralcontainers'],
+      resources: ['pods', 'pods/ephemeralcontainers', 'pods/resize'],
       scope: 'Namespaced',
     },
   ])
-  t.same(
-    hook.objectSelector,
-    { matchLabels: { [INJECTED_LABEL]: INJECTED_LABEL_VALUE } },
-    'the pods the injector labels as injected',
+  const settings = parseSettings(
+    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
   )
-  t.same(hook.namespaceSelector.matchExpressions[0].values, [NAMESPACE, 'kube-system'])
-  t.same(hook.clientConfig, inject.webhooks[0].clientConfig, 'the same injector, trusted the same way')
-  t.same(guard.metadata.annotations, inject.metadata.annotations, 'its CA injected the same way')
+  const sidecar = injectedFixturePod(settings)
+  const classic = injectedFixturePod({
+    ...settings,
+    injector: { ...settings.injector, proxy: { ...settings.injector.proxy, nativeSidecar: false } },
+  })
+  t.ok(
+    (sidecar.spec.initContainers ?? []).some((c) => c.name === 'writegate-proxy') &&
+      classic.spec.containers.some((c) => c.name === 'writegate-proxy'),
+    'the proxy as a native sidecar, and as a container',
+  )
+  const plain = structuredClone(sidecar)
+  plain.spec.initContainers = []
+  plain.spec.containers = plain.spec.containers.filter((c) => c.name !== 'writegate-proxy')
+  t.ok(
+    sent(guard, { oldObject: sidecar, object: sidecar }),
+    'a pod with the proxy as a native sidecar is guarded',
+  )
+  t.ok(sent(guard, { oldObject: classic, object: classic }), 'so is one with the proxy as a container')
+  const unlabelled = structuredClone(sidecar)
+  delete unlabelled.metadata?.labels?.['writegate.io/proxy']
+  t.ok(sent(guard, { oldObject: unlabelled, object: unlabelled }), 'with its label removed too')
+  t.notOk(sent(guard, { oldObject: plain, object: plain }), 'a pod without the proxy is not sent')
+
+  t.same(exec.rules, [
+    {
+      operations: ['CONNECT'],
+      apiGroups: [''],
+      apiVersions: ['v1'],
+      resources: ['pods/exec', 'pods/attach'],
+      scope: 'Namespaced',
+    },
+  ])
+  for (const container of ['writegate-proxy', 'writegate-init', 'writegate-ca-bundle'])
+    t.ok(sent(exec, { object: { kind: 'PodExecOptions', container } }), `an exec into ${container} is sent`)
+  t.notOk(
+    sent(exec, { object: { kind: 'PodExecOptions', container: 'agent' } }),
+    "one into an agent's is not",
+  )
+  t.notOk(sent(exec, { object: { kind: 'PodExecOptions' } }), 'nor one naming no container')
 }
 
 function createPrivateKeyFrom(b64Key: string) {

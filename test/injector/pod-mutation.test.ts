@@ -471,7 +471,26 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       (o) => {
         o.spec.shareProcessNamespace = true
       },
-      /^container agent sets no runAsUser .*: the pod shares one process namespace, so as UID 1337 it could read the proxy's files$/,
+      /^container agent sets no runAsUser .*: the pod shares process namespaces \(shareProcessNamespace or hostPID\), so as UID 1337 it could read the proxy's files$/,
+    ],
+    [
+      "the node's process namespace with an agent that may run as root",
+      (o) => {
+        o.spec.hostPID = true
+      },
+      /^container agent sets no runAsUser .*: the pod shares process namespaces/,
+    ],
+    [
+      'enforce with an agent adding SYS_PTRACE',
+      (o) => {
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+        o.spec.containers[0]!.securityContext = {
+          runAsUser: 1000,
+          allowPrivilegeEscalation: false,
+          capabilities: { add: ['SYS_PTRACE'] },
+        }
+      },
+      /container agent adds capability SYS_PTRACE/,
     ],
   ]
   for (const [name, edit, pattern] of cases) {

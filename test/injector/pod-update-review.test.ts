@@ -27,6 +27,7 @@ function injected(name: string): Pod {
 function update(before: Pod, change: (pod: Pod) => void, subResource?: string) {
   const after = structuredClone(before)
   change(after)
+  if (JSON.stringify(after) === JSON.stringify(before)) throw new Error('the change changed nothing')
   return answerReview(
     {
       apiVersion: 'admission.k8s.io/v1',
@@ -69,16 +70,32 @@ t.test('a change to an injected pod that leaves the gate as it was passes', asyn
     ],
     ['a debug container as a named user, no escalation', debug({ securityContext: SAFE })],
     ['a debug container beside the agent', debug({ securityContext: SAFE, targetContainerName: 'agent' })],
+    [
+      // kubectl debug strips the pod's labels first (--keep-labels=false): the guard does not hang on them.
+      'the labels removed, writegate.io/proxy with them',
+      (p) => {
+        if (p.metadata) p.metadata.labels = {}
+      },
+    ],
+    [
+      'the agent resized',
+      (p) => Object.assign(p.spec.containers[0] ?? {}, { resources: { limits: { memory: '1Gi' } } }),
+    ],
   ]
   for (const [what, change] of changes) {
-    const r = update(pod, change, what.startsWith('a debug') ? 'ephemeralcontainers' : undefined)
+    const sub = what.startsWith('a debug')
+      ? 'ephemeralcontainers'
+      : what.endsWith('resized')
+        ? 'resize'
+        : undefined
+    const r = update(pod, change, sub)
     t.ok(allowed(r), what)
     t.equal(r.summary.outcome, 'reviewed', `${what}: reviewed`)
     t.equal((r.body as AdmissionResponseBody).response.patch, undefined, 'never patched')
   }
 })
 
-t.test("writegate's containers and its label cannot be changed", async (t) => {
+t.test("writegate's containers cannot be changed", async (t) => {
   const pod = injected('review-enforce-pod.json')
   const proxyAt = (p: Pod) => (p.spec.initContainers ?? []).findIndex((c) => c.name === 'writegate-proxy')
   const initAt = (p: Pod) => (p.spec.initContainers ?? []).findIndex((c) => c.name === 'writegate-init')
@@ -95,15 +112,16 @@ t.test("writegate's containers and its label cannot be changed", async (t) => {
       /^container writegate-init was injected by writegate/,
     ],
     [
-      'the injected label removed',
-      (p) => {
-        delete p.metadata?.labels?.['writegate.io/proxy']
-      },
-      /^label writegate\.io\/proxy marks the pod as injected by writegate and cannot be changed or removed$/,
+      'the proxy resized (pods/resize)',
+      (p) =>
+        Object.assign(p.spec.initContainers?.[proxyAt(p)] ?? {}, {
+          resources: { requests: { cpu: '1m', memory: '1Mi' }, limits: { cpu: '1m', memory: '1Mi' } },
+        }),
+      /^container writegate-proxy was injected by writegate and cannot be changed/,
     ],
   ]
   for (const [what, change, message] of cases) {
-    const r = update(pod, change)
+    const r = update(pod, change, what.includes('resize') ? 'resize' : undefined)
     t.notOk(allowed(r), what)
     t.match(messageOf(r), message, what)
     t.equal(r.summary.outcome, 'rejected')
@@ -141,6 +159,24 @@ t.test('a debug container cannot do what the pod’s own containers may not', as
       { name: 'writegate-init', securityContext: SAFE },
       /has a name reserved for writegate/,
     ],
+    [
+      'joined to the rules container',
+      { securityContext: SAFE, targetContainerName: 'writegate-init' },
+      /targets writegate-init/,
+    ],
+    [
+      'adding NET_ADMIN (which would flush the rules, were it ever effective)',
+      { securityContext: { ...SAFE, capabilities: { add: ['NET_ADMIN'] } } },
+      /adds capability NET_ADMIN/,
+    ],
+    [
+      "reading the proxy's own Secret by env",
+      {
+        securityContext: SAFE,
+        env: [{ name: 'R', valueFrom: { secretKeyRef: { name: 'writegate-proxy', key: 'redis-url' } } }],
+      },
+      /reads Secret writegate-proxy, which only the writegate proxy may hold/,
+    ],
   ]
   for (const [what, container, message] of cases) {
     const r = update(enforced, debug(container), 'ephemeralcontainers')
@@ -158,6 +194,16 @@ t.test('a debug container cannot do what the pod’s own containers may not', as
   )
   t.notOk(allowed(r))
   t.match(messageOf(r), /reads Secret billing-api-token, which only the writegate proxy may hold/)
+  // A named user for the whole pod serves a debug container that names none (kubectl debug
+  // --profile=restricted sets no runAsUser).
+  const podUser = structuredClone(enforced)
+  podUser.spec.securityContext = { runAsUser: 1000 }
+  t.ok(
+    allowed(
+      update(podUser, debug({ securityContext: { allowPrivilegeEscalation: false } }), 'ephemeralcontainers'),
+    ),
+    "the pod's runAsUser counts",
+  )
   // A debug container that was already there is not judged again (it cannot be changed).
   const withOne = structuredClone(enforced)
   withOne.spec.ephemeralContainers = [
@@ -169,20 +215,56 @@ t.test('a debug container cannot do what the pod’s own containers may not', as
   )
 })
 
-t.test('without enforce, root matters only where the pod shares one process namespace', async (t) => {
+t.test('without enforce, root matters only where the pod shares processes', async (t) => {
   const plain = injected('review-annotated-pod.json')
   t.ok(
     allowed(update(plain, debug({ securityContext: { runAsUser: 0 } }), 'ephemeralcontainers')),
     'not enforced',
   )
-  const shared = structuredClone(plain)
-  shared.spec.shareProcessNamespace = true
-  const r = update(shared, debug({ securityContext: { runAsUser: 0 } }), 'ephemeralcontainers')
-  t.notOk(allowed(r))
-  t.match(
-    messageOf(r),
-    /runs as root: the pod shares one process namespace, so as UID 1337 it could read the proxy's files/,
-  )
+  for (const field of ['shareProcessNamespace', 'hostPID'] as const) {
+    const shared = structuredClone(plain)
+    shared.spec[field] = true
+    const r = update(shared, debug({ securityContext: { runAsUser: 0 } }), 'ephemeralcontainers')
+    t.notOk(allowed(r), field)
+    t.match(
+      messageOf(r),
+      /runs as root: the pod shares process namespaces \(shareProcessNamespace or hostPID\), so as UID 1337 it could read the proxy's files/,
+    )
+  }
+})
+
+t.test('no exec or attach into writegate’s containers; an agent’s is the agent’s business', async (t) => {
+  const connect = (kind: string, object: Record<string, unknown>) =>
+    answerReview(
+      {
+        apiVersion: 'admission.k8s.io/v1',
+        kind: 'AdmissionReview',
+        request: {
+          uid: 'uid-exec',
+          kind: { group: '', version: 'v1', kind },
+          resource: { group: '', version: 'v1', resource: 'pods' },
+          subResource: kind === 'PodExecOptions' ? 'exec' : 'attach',
+          namespace: 'agents',
+          name: 'billing-agent',
+          operation: 'CONNECT',
+          object: { apiVersion: 'v1', kind, ...object },
+        },
+      },
+      opts,
+    )
+  for (const kind of ['PodExecOptions', 'PodAttachOptions'])
+    for (const container of ['writegate-proxy', 'writegate-init', 'writegate-ca-bundle']) {
+      const r = connect(kind, { container, command: ['sh'], stdin: true, tty: true })
+      t.notOk(allowed(r), `${kind} into ${container}`)
+      t.match(
+        messageOf(r),
+        new RegExp(`^container ${container} is writegate's: a shell there would run as the proxy`),
+      )
+      t.equal(r.summary.outcome, 'rejected')
+    }
+  t.ok(allowed(connect('PodExecOptions', { container: 'agent', command: ['sh'] })), "the agent's container")
+  t.ok(allowed(connect('PodExecOptions', { command: ['sh'] })), 'no container named: the only regular one')
+  t.notOk(allowed(connect('PodExecOptions', { container: 7 })), 'an unreadable one fails closed')
 })
 
 t.test('pods writegate did not inject, and pods it cannot read', async (t) => {
