@@ -6,8 +6,7 @@ import { draft } from '../../src/core/receipt.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { TEST_DATABASE_URL } from '../helpers/servers.js'
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+import { sleep } from '../helpers/wait.js'
 
 /**
  * Group-committed appends run as one statement or, when that fails, in a transaction on a

@@ -10,7 +10,7 @@ import { createReceiptReader } from '../../src/store/postgres/receipt-reader.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
 import { ed25519 } from '../helpers/audit-logs.js'
 import { API_BACKENDS, openTestDatabase } from '../helpers/backends.js'
-import { waitFor } from '../helpers/sse.js'
+import { waitFor } from '../helpers/wait.js'
 
 for (const kind of API_BACKENDS) {
   t.test(`checkpointer: ${kind}`, async (t) => {

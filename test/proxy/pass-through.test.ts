@@ -3,6 +3,7 @@ import { request } from 'node:http'
 import t from 'tap'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest, agentRequestExpectingContinue } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 /** Guarantee 5: an ALLOWed write passes through faithfully, with real Redis, Postgres and upstream. */
 t.test('pass-through correctness', async (t) => {
@@ -186,12 +187,15 @@ t.test('pass-through correctness', async (t) => {
       })
       req.on('error', () => resolve())
       // Hung up once the upload reaches the upstream (a fixed delay could fire while it is decided).
-      req.write(randomBytes(256 * 1024), async () => {
-        for (let i = 0; i < 500 && up.arrivals === arrived; i++) await new Promise((r) => setTimeout(r, 10))
-        req.destroy()
-      })
+      req.write(randomBytes(256 * 1024), () =>
+        // Hung up either way; had it never arrived, the wait below says so.
+        waitFor(() => up.arrivals > arrived, 15_000, 'the upload at the upstream').then(
+          () => req.destroy(),
+          () => req.destroy(),
+        ),
+      )
     })
-    for (let i = 0; i < 250 && up.received.length === before; i++) await new Promise((r) => setTimeout(r, 20))
+    await waitFor(() => up.received.length > before, 15_000, 'the cut upload recorded by the upstream')
     const aborted = up.received.slice(before).find((x) => x.url === '/v1/upload/aborted')
     t.ok(aborted && !aborted.complete, 'the upstream saw the request cut short, not a complete one')
     t.equal(

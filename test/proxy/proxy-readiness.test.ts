@@ -26,10 +26,14 @@ async function readyz(port: number): Promise<Record<string, unknown>> {
 
 async function until(port: number, reason: string): Promise<Record<string, unknown>> {
   let r = await readyz(port)
-  for (let i = 0; i < 200 && r.reason !== reason; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25))
-    r = await readyz(port)
-  }
+  await waitFor(
+    async () => {
+      r = await readyz(port)
+      return r.reason === reason
+    },
+    20_000,
+    () => `readiness to say ${reason} (it says ${JSON.stringify(r)})`,
+  )
   return r
 }
 
@@ -72,8 +76,15 @@ t.test('readiness says why, and the log says it once per change', async (t) => {
 
   t.test('a healthy start: ready, no warning, no stack', async (t) => {
     const { p, lines } = await start({ WRITEGATE_PROXY_API_KEY: fleet.agent.apiKey })
-    t.same(await until(p.port, 'never'), { ready: true })
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await waitFor(async () => (await readyz(p.port)).ready === true, 20_000, 'readiness')
+    t.same(await readyz(p.port), { ready: true })
+    // Past two of the readiness watcher's own checks, which would log what they found wrong.
+    const checks = countChecks(p)
+    await waitFor(
+      () => checks() >= 3,
+      30_000,
+      () => `two readiness checks (${checks()} started)`,
+    )
     t.same(warnings(lines), [], 'no warning')
     t.same(stacks(lines), [], 'no stack trace')
     t.ok(lines.some((l) => l.msg === 'gate-proxy ready'))

@@ -6,6 +6,7 @@ import { startControlPlane } from '../helpers/control-plane.js'
 import { startFleet, waitForCount } from '../helpers/fleet.js'
 import { agentRequest } from '../helpers/proxy.js'
 import { BILLING_CREDENTIALS, billingSystems } from '../helpers/proxy-fixtures.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * Issue 15: systems and routes are decision state. They reach an already-running proxy
@@ -38,8 +39,7 @@ t.test(
     })
     t.teardown(() => proxy.close())
     const readyz = async () => (await agentRequest(proxy.port, { method: 'GET', path: '/readyz' })).json()
-    for (let i = 0; i < 100 && (await readyz()).reason !== 'no_systems'; i++)
-      await new Promise((r) => setTimeout(r, 20))
+    await waitFor(async () => (await readyz()).reason === 'no_systems', 20_000, 'readiness to say no_systems')
     t.same(await readyz(), { ready: false, reason: 'no_systems' }, 'running, with nothing to gate yet')
     const before = await agentRequest(proxy.port, {
       method: 'POST',
