@@ -166,8 +166,7 @@ function conflicts(
   if (sharesProcesses(spec))
     for (const c of others) {
       const way = wayAround(spec.securityContext, c.securityContext)
-      if (way)
-        return `container ${c.name} ${way}: ${SHARED_PROCESSES}`
+      if (way) return `container ${c.name} ${way}: ${SHARED_PROCESSES}`
     }
   return undefined
 }

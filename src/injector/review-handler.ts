@@ -9,9 +9,9 @@ import {
   podConnectOptionsSchema,
   readPod,
 } from './admission-review.js'
-import { CA_BUNDLE_CONTAINER, INIT_CONTAINER, PROXY_CONTAINER } from './proxy-sidecar.js'
 import { type InjectorOptions, mutatePod } from './pod-mutation.js'
 import { reviewPodUpdate } from './pod-update-review.js'
+import { CA_BUNDLE_CONTAINER, INIT_CONTAINER, PROXY_CONTAINER } from './proxy-sidecar.js'
 
 /** What the log gets for one review: identifiers and the outcome, never the object itself. */
 export interface ReviewSummary {
