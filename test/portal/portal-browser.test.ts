@@ -7,6 +7,7 @@ import type { ManualClock } from '../../src/core/clock.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { seriousViolations, startBrowser } from '../helpers/browser.js'
 import { agentRequest } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * The portal in headless Chromium against a real control plane, gate-proxy and upstream:
@@ -114,12 +115,25 @@ t.test('the portal in a real browser', async (t) => {
     await page.goto(`${origin}/portal/live`)
     // Waits are locators: the page's CSP forbids the eval a string predicate needs.
     await page.locator('#live-status', { hasText: /^Live/ }).waitFor()
-    // Counted by what they are: this page's own sign-in receipt may arrive at any moment too.
-    const writes = page.locator('#live-table tbody tr', { hasText: /CHECK.*ALLOW.*verify/ })
-    const before = await writes.count()
-    await agentWrite('/sys_billing/v1/verify', '{"live":true}')
-    await writes.nth(before).waitFor({ state: 'attached' })
-    t.equal(await writes.count(), before + 1, 'the new write is listed, live')
+    // Found by its own seq: other receipts (this page's sign-in, an earlier write whose receipt
+    // reaches the log late) may arrive at any moment too.
+    const write = await agentWrite('/sys_billing/v1/verify', '{"live":true}')
+    const receiptId = write.headers['x-writegate-receipt'] as string
+    t.match(receiptId, /^rcp_/)
+    let seq: unknown
+    await waitFor(
+      async () => {
+        const r = await bench.api.get(`/v1/receipts/${receiptId}`, { bearer: tenant.apiKey })
+        seq = r.status === 200 ? r.body.seq : undefined
+        return seq !== undefined
+      },
+      15_000,
+      'the receipt in the log',
+    )
+    const row = page.locator(`#live-table tbody tr[data-seq="${String(seq)}"]`)
+    await row.waitFor({ state: 'attached' })
+    t.equal(await row.count(), 1, 'the new write is listed, live, once')
+    t.match(await row.textContent(), /CHECK.*ALLOW.*verify/)
     await page.selectOption('#f-decision', 'DENY')
     const visible = await page.locator('#live-table tbody tr:not([hidden])').allTextContents()
     t.ok(
