@@ -66,15 +66,23 @@ t.test('drain: a hint that lands during a pass is acted on at once, not at the n
   for (const ten of [a, b]) await hot.publish(snapshot(ten))
   const commitOne = async (tenantId: string) => (await queueReceipts(hot, tenantId, 1))[0] as string
 
-  // While the drain reads tenant a, tenant b queues a receipt and its hint arrives.
+  // While the drain reads tenant a, tenant b queues a receipt and its hint reaches the drain.
   let during: Promise<string> | null = null
+  let hints = 0
   const racing: ReceiptQueue = {
     ...queue,
+    onQueued(listener) {
+      return queue.onQueued(() => {
+        hints++
+        listener()
+      })
+    },
     async read(tenantId, consumer, count) {
       if (tenantId === a && !during) {
+        const before = hints
         during = commitOne(b)
         await during
-        await new Promise((r) => setTimeout(r, 200))
+        await waitFor(() => hints > before, 10_000, "b's hint, during the pass")
       }
       return queue.read(tenantId, consumer, count)
     },
