@@ -28,6 +28,7 @@ import {
   proxyContainer,
   proxyVolumes,
   type SidecarOptions,
+  WRITEGATE_CONTAINERS,
 } from './proxy-sidecar.js'
 
 export interface InjectorOptions extends SidecarOptions {
@@ -89,7 +90,7 @@ function impostor(pod: Pod, req: InjectionRequest, opts: InjectorOptions): strin
   if (req.enforce) expected.set(INIT_CONTAINER, enforceInitContainer(opts, req))
   if (req.tlsCaSecret) expected.set(CA_BUNDLE_CONTAINER, caBundleInitContainer(opts))
   for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
-    if (c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER) continue
+    if (!WRITEGATE_CONTAINERS.has(c.name)) continue
     const want = expected.get(c.name)
     // All of it, key order aside: a lifecycle hook or an exec probe would run as the proxy too.
     if (!want || canonicalJson(withServerDefaults(c)) !== canonicalJson(withServerDefaults(want)))
@@ -116,7 +117,7 @@ function conflicts(
   if (own)
     return `Secret ${own} is writegate's own (the proxy's or the interception CA's) and cannot be a credential Secret`
   const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
-    (c) => c.name !== PROXY_CONTAINER && c.name !== INIT_CONTAINER && c.name !== CA_BUNDLE_CONTAINER,
+    (c) => !WRITEGATE_CONTAINERS.has(c.name),
   )
   const reservedPorts = [
     opts.proxy.port,

@@ -9,10 +9,10 @@ import {
 import type { Container, EphemeralContainer, Pod } from './kube-types.js'
 import {
   AGENT_VOLUMES,
-  CA_BUNDLE_CONTAINER,
   INIT_CONTAINER,
   PROXY_CONTAINER,
   PROXY_UID,
+  WRITEGATE_CONTAINERS,
 } from './proxy-sidecar.js'
 
 export type PodUpdateVerdict =
@@ -22,8 +22,6 @@ export type PodUpdateVerdict =
   /** Refused with a message for `kubectl`. */
   | { outcome: 'rejected'; message: string }
 
-const OURS: readonly string[] = [PROXY_CONTAINER, INIT_CONTAINER, CA_BUNDLE_CONTAINER]
-
 const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? []), ...pod.spec.containers]
 
 /**
@@ -31,8 +29,8 @@ const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? 
  * pods/ephemeralcontainers and pods/resize subresources). Kubernetes lets little of a pod change
  * once it is created, but two changes could take its writes around the gate:
  * - writegate's own containers changed: an image swapped on `writegate-proxy` for one that gates
- *   nothing, or on `writegate-init` (were the pod's sandbox recreated, it would run again), or the proxy
- *   resized out of memory;
+ *   nothing, or on `writegate-init` (were the pod's sandbox recreated, it would run again), or
+ *   the proxy resized out of memory;
  * - an ephemeral container (`kubectl debug`) that could do what the injector refuses of the pod's
  *   own containers: mount the proxy's volumes, read the Secrets only it may hold, run as the
  *   proxy's UID (which the enforce rules let through) or as root, or join the proxy's processes.
@@ -46,7 +44,7 @@ export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
   const proxy = containersOf(before).find((c) => c.name === PROXY_CONTAINER)
   if (!proxy) return { outcome: 'ignored' }
 
-  for (const name of OURS) {
+  for (const name of WRITEGATE_CONTAINERS) {
     const was = containersOf(before).find((c) => c.name === name)
     const is = containersOf(after).find((c) => c.name === name)
     if (was === undefined && is === undefined) continue
@@ -68,8 +66,8 @@ export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
 
 /** What an ephemeral container added to an injected pod could reach or get around, if anything. */
 function exposure(pod: Pod, proxy: Container, c: EphemeralContainer): string | undefined {
-  if (OURS.includes(c.name)) return 'has a name reserved for writegate'
-  if (c.targetContainerName !== undefined && OURS.includes(c.targetContainerName))
+  if (WRITEGATE_CONTAINERS.has(c.name)) return 'has a name reserved for writegate'
+  if (c.targetContainerName !== undefined && WRITEGATE_CONTAINERS.has(c.targetContainerName))
     return `targets ${c.targetContainerName}: it would share the proxy's processes, and through them what the proxy holds`
   const proxyVolumes = new Set(
     (proxy.volumeMounts ?? []).map((m) => m.name).filter((n) => !AGENT_VOLUMES.includes(n)),

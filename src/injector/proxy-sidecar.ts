@@ -24,6 +24,12 @@ export const CA_CERT_DIR = '/var/run/writegate/ca'
 export const CA_BUNDLE_DIR = '/var/run/writegate/ca-bundle'
 export const CA_BUNDLE_FILE = `${CA_BUNDLE_DIR}/ca-bundle.crt`
 export const CA_BUNDLE_CONTAINER = 'writegate-ca-bundle'
+/** Every container name the injector reserves: no one else's container, exec or debug target. */
+export const WRITEGATE_CONTAINERS: ReadonlySet<string> = new Set([
+  PROXY_CONTAINER,
+  INIT_CONTAINER,
+  CA_BUNDLE_CONTAINER,
+])
 /** Keys of the interception CA's Secret (as `writegate ca init` names its files). */
 export const CA_CERT_KEY = 'ca.crt'
 export const CA_KEY_KEY = 'ca.key'

@@ -11,7 +11,7 @@ import {
 } from './admission-review.js'
 import { type InjectorOptions, mutatePod } from './pod-mutation.js'
 import { reviewPodUpdate } from './pod-update-review.js'
-import { CA_BUNDLE_CONTAINER, INIT_CONTAINER, PROXY_CONTAINER } from './proxy-sidecar.js'
+import { WRITEGATE_CONTAINERS } from './proxy-sidecar.js'
 
 /** What the log gets for one review: identifiers and the outcome, never the object itself. */
 export interface ReviewSummary {
@@ -96,7 +96,8 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
 }
 
 /**
- * A change to a running pod (the validating webhook: pods UPDATE and pods/ephemeralcontainers).
+ * A change to a running pod (the validating webhook: pods UPDATE, pods/ephemeralcontainers and
+ * pods/resize).
  * Only refused or admitted, never patched. A pod the injector cannot read is refused: it cannot
  * tell whether the change takes the pod's writes around the gate.
  */
@@ -126,7 +127,6 @@ function answerUpdate(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'
 
 /** `kubectl exec`, `kubectl cp` and `kubectl attach` (pods/exec, pods/attach). */
 const CONNECT_KINDS = new Set(['PodExecOptions', 'PodAttachOptions'])
-const WRITEGATE_CONTAINERS = new Set([PROXY_CONTAINER, INIT_CONTAINER, CA_BUNDLE_CONTAINER])
 
 /**
  * A shell in writegate's proxy runs as UID 1337, which the enforce rules let through, and

@@ -10,6 +10,7 @@ import { injectorOptions } from '../../src/injector/injector-process.js'
 import { applyJsonPatch } from '../../src/injector/jsonpatch.js'
 import type { Pod } from '../../src/injector/kube-types.js'
 import { mutatePod } from '../../src/injector/pod-mutation.js'
+import { WRITEGATE_CONTAINERS } from '../../src/injector/proxy-sidecar.js'
 import { all, CHART, find, type KubeObject, NAMESPACE, RELEASE, renderChart } from '../helpers/chart.js'
 import { helm } from '../helpers/helm.js'
 import { imageEnv } from '../helpers/image.js'
@@ -365,7 +366,7 @@ function checkGuard(t: Test, objects: KubeObject[]): void {
       scope: 'Namespaced',
     },
   ])
-  for (const container of ['writegate-proxy', 'writegate-init', 'writegate-ca-bundle'])
+  for (const container of WRITEGATE_CONTAINERS)
     t.ok(sent(exec, { object: { kind: 'PodExecOptions', container } }), `an exec into ${container} is sent`)
   t.notOk(
     sent(exec, { object: { kind: 'PodExecOptions', container: 'agent' } }),

@@ -1,9 +1,10 @@
 import type { SignedCheckpoint } from '../../src/core/checkpoint.js'
-import type { KeyScope } from '../../src/core/identity.js'
+import type { Principal } from '../../src/core/identity.js'
 import type { PolicyMap, PolicyScope } from '../../src/core/policy-layers.js'
-import type { Environment } from '../../src/core/verbs.js'
+import type { CustomVerb, Environment } from '../../src/core/verbs.js'
 import type { BadgeTokenRecord } from '../../src/store/ports/badge-tokens.js'
 import type { Lease, PendingAction } from '../../src/store/ports/decision-state.js'
+import type { NewApiKey } from '../../src/store/ports/identity.js'
 import type { PortalSessionRecord } from '../../src/store/ports/portal-sessions.js'
 import type { SystemDefinition } from '../../src/systems/system-definition.js'
 
@@ -193,26 +194,13 @@ export interface TenantEmailRow {
   tenantId: string
   createdAt: number
 }
-export interface PrincipalRow {
-  id: string
-  tenantId: string
-  name: string
-  disabled: boolean
-  createdAt: number
-  deletedAt: number | null
+export interface PrincipalRow extends Principal {
   disabledAt: number | null
   enabledAt: number | null
   /** The identity column: creation order, for listing. */
   createdOrder: number
 }
-export interface ApiKeyRow {
-  id: string
-  tenantId: string
-  principalId: string
-  secretHash: string
-  scope: KeyScope
-  email: string
-  createdAt: number
+export interface ApiKeyRow extends NewApiKey {
   revokedAt: number | null
   revokeReason: string | null
 }
@@ -260,14 +248,8 @@ export interface PolicyLayerRow {
   version: number
   updatedAt: number
 }
-export interface VerbRow {
+export interface VerbRow extends CustomVerb {
   tenantId: string
-  name: string
-  description: string
-  status: 'live' | 'deprecated'
-  aliasOf: string | null
-  createdAt: number
-  deprecatedAt: number | null
   createdOrder: number
 }
 export interface GrantRow {

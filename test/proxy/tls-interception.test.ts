@@ -67,6 +67,16 @@ t.test('HTTPS writes through TLS interception', async (t) => {
     { method: 'POST' as const, path: '/v1/refunds', verb: 'refund' },
     { method: 'POST' as const, path: '/v1/wipe', verb: 'repo.delete' },
   ]
+  const billing = {
+    systemId: 'sys_billing',
+    kind: 'http' as const,
+    upstream: upstream.origin,
+    caBundle: upstream.caPem,
+    credential,
+    reads: 'pass' as const,
+    routes,
+    tools: [],
+  }
   // The handshake limit of the shared bench is far above what a client on a loaded machine
   // needs; the stalled handshake is tested on a proxy of its own with a short one.
   const bench = await startBillingProxy(t, {
@@ -83,16 +93,7 @@ t.test('HTTPS writes through TLS interception', async (t) => {
           routes,
           tools: [],
         },
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          credential,
-          reads: 'pass',
-          routes,
-          tools: [],
-        },
+        billing,
         // Its upstream's certificate chains to a CA the system does not name: never trusted.
         {
           systemId: 'sys_untrusted',
@@ -419,18 +420,7 @@ except urllib.error.HTTPError as e:
       const strict = await startBillingProxy(t, {
         systems: () => ({
           passthrough: [],
-          systems: [
-            {
-              systemId: 'sys_billing',
-              kind: 'http' as const,
-              upstream: upstream.origin,
-              caBundle: upstream.caPem,
-              credential,
-              reads: 'pass',
-              routes,
-              tools: [],
-            },
-          ],
+          systems: [billing],
         }),
         verbs: ['repo.delete'],
         proxy: { tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500 } },
