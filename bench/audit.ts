@@ -21,6 +21,7 @@ import { createCheckpointStore } from '../src/store/postgres/checkpoint-store.js
 import { openDatabase } from '../src/store/postgres/connect.js'
 import { createReceiptReader } from '../src/store/postgres/receipt-reader.js'
 import { createSystemOfRecord } from '../src/store/postgres/system-of-record.js'
+import { measureCpu, pidsOf } from './support/cpu-time.js'
 
 const BASE_URL = process.env.WRITEGATE_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
@@ -35,11 +36,16 @@ interface Result {
   perSecond: number
   p50ms: number
   p99ms: number
+  /** CPU µs per receipt: this process (the appenders and the log) and every Postgres process. */
+  cpuUs: { node: number; postgres: number }
 }
 
 async function run(log: AuditLog, mode: string, tenants: string[], seconds: number): Promise<Result> {
   const latencies: number[] = []
   let receipts = 0
+  // Throughput here is 64 ÷ one commit's latency, which the host's speed moves; CPU per
+  // receipt tells what a change saved on either side of the connection.
+  const cpu = measureCpu({ node: () => [process.pid], postgres: () => pidsOf('postgres') })
   const start = performance.now()
   const deadline = start + seconds * 1000
   async function appender(n: number): Promise<void> {
@@ -64,6 +70,7 @@ async function run(log: AuditLog, mode: string, tenants: string[], seconds: numb
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, (_, n) => appender(n)))
   const elapsed = (performance.now() - start) / 1000
+  const used = cpu()
   latencies.sort((a, b) => a - b)
   const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0
   return {
@@ -74,6 +81,7 @@ async function run(log: AuditLog, mode: string, tenants: string[], seconds: numb
     perSecond: receipts / elapsed,
     p50ms: q(0.5),
     p99ms: q(0.99),
+    cpuUs: { node: ((used.node ?? 0) * 1000) / receipts, postgres: ((used.postgres ?? 0) * 1000) / receipts },
   }
 }
 
@@ -114,11 +122,11 @@ async function main(): Promise<void> {
       `writegate audit append benchmark: PostgreSQL ${version?.v}, ${cpus().length} CPUs, node ${process.version}`,
       `${CONCURRENCY} concurrent appenders, one receipt per append, ${SECONDS} s per run, pool of ${POOL} connections`,
       '',
-      '| tenants | mode | receipts/s | p50 ms | p99 ms | receipts |',
-      '|---|---|---|---|---|---|',
+      '| tenants | mode | receipts/s | p50 ms | p99 ms | receipts | CPU µs per receipt: this process, Postgres |',
+      '|---|---|---|---|---|---|---|',
       ...results.map(
         (r) =>
-          `| ${r.tenants} | ${r.mode} | ${r.perSecond.toFixed(0)} | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} | ${r.receipts} |`,
+          `| ${r.tenants} | ${r.mode} | ${r.perSecond.toFixed(0)} | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} | ${r.receipts} | ${r.cpuUs.node.toFixed(0)}, ${r.cpuUs.postgres.toFixed(0)} |`,
       ),
       '',
     ]

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
-import { pidsOf } from './cpu-time.js'
+import { measureCpu, pidsOf } from './cpu-time.js'
 
 const PG = process.env.WRITEGATE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const REDIS = process.env.WRITEGATE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -49,7 +49,13 @@ export interface Rig {
   /** Pauses the control plane for the timed rounds. */
   pauseControlPlane(): void
   /** Resumes it and waits for every queued proxy receipt to reach the audit log. */
-  drain(): Promise<{ queued: number; seconds: number; left: number }>
+  drain(): Promise<{
+    queued: number
+    seconds: number
+    left: number
+    /** CPU ms the drain took: the control plane, Postgres and Redis. */
+    cpuMs: Record<string, number>
+  }>
   /** Stops every process, drops the database and the Redis keys, unpins the servers. */
   close(): Promise<void>
 }
@@ -240,6 +246,11 @@ export async function startRig(
     },
     async drain() {
       const before = await queued()
+      const cpu = measureCpu({
+        controlPlane: () => (cp.pid ? [cp.pid] : []),
+        postgres: () => pidsOf('postgres'),
+        redis: () => pidsOf('redis-server'),
+      })
       const t0 = performance.now()
       if (cp.pid) process.kill(cp.pid, 'SIGCONT')
       let left = before
@@ -247,7 +258,7 @@ export async function startRig(
         await new Promise((r) => setTimeout(r, 250))
         left = await queued()
       }
-      return { queued: before, seconds: (performance.now() - t0) / 1000, left }
+      return { queued: before, seconds: (performance.now() - t0) / 1000, left, cpuMs: cpu() }
     },
     async close() {
       if (isolate)

@@ -272,6 +272,55 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
       )
     })
 
+    t.test('receipts: a body is stored as the exact text that was hashed, whatever it holds', async (t) => {
+      const a = await tenant()
+      // Bodies go into the insert as JSON values, verbatim, except those Postgres's JSON parser
+      // refuses (lone surrogates, NUL: any \u escape), which go as strings.
+      const details: Record<string, unknown>[] = [
+        { lone: '\ud800', low: '\udc00 tail' },
+        { nul: 'a\u0000b', controls: '\u0001\u001f\n\t' },
+        { literal: '\\u0041 is not an escape', slashes: '\\\\"' },
+        { emoji: '\ud83d\ude00', accents: 'éü\u2028\u2029', big: 1e21, small: 1e-7, neg: -0.5 },
+        { tricky: '"},{"tenant_id":"x","seq":1', nested: { z: [1, { b: null, a: true }], a: '' } },
+        {},
+      ]
+      const drafts = details.map((detail) =>
+        draft({
+          receiptId: newId('receipt'),
+          tenantId: a,
+          kind: 'CHECK',
+          createdAt: 7,
+          detail,
+          target: '\ud800',
+        }),
+      )
+      const viaTransaction = await sor.transaction((x) => x.receipts.append(drafts.slice(0, 3)))
+      const head = { seq: 3, hash: viaTransaction[2]!.hash }
+      const chained = chainReceipts(head, drafts.slice(3))
+      t.same(
+        await s.receipts.appendChained([
+          { tenantId: a, from: head, to: chained.head, receipts: chained.receipts, bodies: chained.bodies },
+        ]),
+        { stale: [] },
+      )
+      const list = await s.receipts.list(a, 0, 10)
+      t.equal(list.length, details.length)
+      for (let i = 0; i < list.length; i++) {
+        const { hash, ...body } = list[i]!
+        t.equal(chainHash(i === 0 ? GENESIS_HASH : list[i - 1]!.hash, body), hash, `seq ${i + 1} verifies`)
+        t.same(body.detail, details[i], `seq ${i + 1}: detail served as given`)
+      }
+      if (sqlDb) {
+        const rows = await sqlDb.sql<{ body: string }[]>`
+          select body from receipts where tenant_id = ${a} and seq > 3 order by seq`
+        t.same(
+          rows.map((r) => r.body),
+          chained.bodies,
+          'the stored text is byte for byte the hashed text',
+        )
+      }
+    })
+
     t.test('receipts: concurrent appends and rollbacks never fork or gap the chain', async (t) => {
       const a = await tenant()
       const writers = Array.from({ length: 12 }, (_, w) =>

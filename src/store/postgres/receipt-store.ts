@@ -10,19 +10,6 @@ import type { SqlHandle } from './sql-handle.js'
  */
 export const RECEIPTS_CHANNEL = 'writegate_receipts'
 
-/** One receipts row as the insert's JSON parameter carries it (column names as keys). */
-interface ReceiptInsert {
-  tenant_id: string
-  seq: number
-  receipt_id: string
-  kind: string
-  decision: string | null
-  created_at: number
-  key_id: string | null
-  body: string
-  hash: string
-}
-
 interface ReceiptRow {
   body: string
   hash: string
@@ -69,23 +56,26 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
   // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
   // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
   // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
-  const rows: ReceiptInsert[] = []
+  const receipts: Receipt[] = []
+  const bodies: string[] = []
   const moved: { tenant_id: string; seq: number; hash: string }[] = []
   for (const [tenantId, list] of fresh) {
     const head = headOf.get(tenantId)
     if (!head) throw new Error(`audit head missing for ${tenantId}`)
     const chained = chainReceipts(head, list)
-    pushRows(rows, chained.receipts, chained.bodies)
+    receipts.push(...chained.receipts)
+    bodies.push(...chained.bodies)
     for (const r of chained.receipts) all.set(r.receiptId, r)
     moved.push({ tenant_id: tenantId, seq: chained.head.seq, hash: chained.head.hash })
   }
   // Data-modifying CTEs all run, referenced or not; the NOTIFY is delivered at commit.
   await sql`with inserted as (
               insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
-              select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
-              from json_to_recordset(${JSON.stringify(rows)}::text::json)
+              select tenant_id, seq, receipt_id, kind, decision, created_at, key_id,
+                     coalesce(body_text, body::text), hash
+              from json_to_recordset(${receiptRowsJson(receipts, bodies)}::text::json)
                 as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
-                     created_at bigint, key_id text, body text, hash text)
+                     created_at bigint, key_id text, hash text, body json, body_text text)
             ), advanced as (
               update audit_heads h set seq = v.seq, hash = v.hash
               from unnest(${moved.map((m) => m.tenant_id)}::text[], ${moved.map((m) => m.seq)}::bigint[],
@@ -117,20 +107,26 @@ export function newDraftsByTenant(
   return fresh
 }
 
-function pushRows(rows: ReceiptInsert[], receipts: readonly Receipt[], bodies: readonly string[]): void {
-  receipts.forEach((r, i) => {
-    rows.push({
-      tenant_id: r.tenantId,
-      seq: r.seq,
-      receipt_id: r.receiptId,
-      kind: r.kind,
-      decision: r.decision,
-      created_at: r.createdAt,
-      key_id: r.keyId,
-      body: bodies[i] as string,
-      hash: r.hash,
-    })
-  })
+/**
+ * The insert's rows as one JSON text (column names as keys). A body is the canonical JSON of
+ * its receipt, so it goes in as a JSON value, verbatim: `json` keeps the input text exactly,
+ * so `body::text` is the hashed text, and the body is not escaped a second time as a string
+ * (the largest cost of building the statement). Postgres's JSON parser refuses some escapes
+ * JCS writes (a lone surrogate, NUL), so a body with any `\u` escape goes as a string instead.
+ */
+export function receiptRowsJson(receipts: readonly Receipt[], bodies: readonly string[]): string {
+  let out = '['
+  for (let i = 0; i < receipts.length; i++) {
+    const r = receipts[i] as Receipt
+    const body = bodies[i] as string
+    out +=
+      `${i === 0 ? '' : ','}{"tenant_id":${JSON.stringify(r.tenantId)},"seq":${r.seq},` +
+      `"receipt_id":${JSON.stringify(r.receiptId)},"kind":${JSON.stringify(r.kind)},` +
+      `"decision":${JSON.stringify(r.decision)},"created_at":${r.createdAt},` +
+      `"key_id":${JSON.stringify(r.keyId)},"hash":${JSON.stringify(r.hash)},` +
+      (body.includes('\\u') ? `"body_text":${JSON.stringify(body)}}` : `"body":${body}}`)
+  }
+  return `${out}]`
 }
 
 /**
@@ -146,8 +142,8 @@ async function appendChained(
 ): Promise<{ stale: string[] }> {
   if (batches.length === 0) return { stale: [] }
   assertContiguous(batches)
-  const rows: ReceiptInsert[] = []
-  for (const b of batches) pushRows(rows, b.receipts, b.bodies)
+  const receipts = batches.flatMap((b) => b.receipts)
+  const bodies = batches.flatMap((b) => b.bodies)
   const heads = batches.map((b) => ({
     tenant_id: b.tenantId,
     from_seq: b.from.seq,
@@ -168,10 +164,11 @@ async function appendChained(
       join locked l on l.tenant_id = e.tenant_id and l.seq = e.from_seq and l.hash = e.from_hash
     ), inserted as (
       insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash)
-      select tenant_id, seq, receipt_id, kind, decision, created_at, key_id, body, hash
-      from json_to_recordset(${JSON.stringify(rows)}::text::json)
+      select tenant_id, seq, receipt_id, kind, decision, created_at, key_id,
+             coalesce(body_text, body::text), hash
+      from json_to_recordset(${receiptRowsJson(receipts, bodies)}::text::json)
         as r(tenant_id text, seq bigint, receipt_id text, kind text, decision text,
-             created_at bigint, key_id text, body text, hash text)
+             created_at bigint, key_id text, hash text, body json, body_text text)
       where r.tenant_id in (select tenant_id from ready)
     ), advanced as (
       update audit_heads h set seq = ready.to_seq, hash = ready.to_hash
