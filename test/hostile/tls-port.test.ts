@@ -44,7 +44,8 @@ t.test('hostile clients on the proxy TLS port', async (t) => {
   writeFileSync(join(dir, 'ca.crt'), ca.certPem)
   writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
   // The handshake limit is far above what a client needs, even 200 handshakes at once on a loaded
-  // machine: only the stalled handshake waits for it.
+  // machine. A stalled handshake is cut at the limit: test/proxy/tls-interception.test.ts checks
+  // it on this port on a proxy of its own with a short limit, rather than wait 10 s here.
   const bench = await startBillingProxy(t, {
     systems: () => ({
       passthrough: [],
@@ -112,10 +113,8 @@ t.test('hostile clients on the proxy TLS port', async (t) => {
         s.resetAndDestroy()
       },
     ],
-    ['a stalled handshake', async () => {}],
   ]
   for (const [name, send] of belowTls) {
-    // The stalled handshake is cut at the 10 s limit: a generous test timeout over it.
     t.test(`below TLS: ${name}`, { timeout: 30_000 }, async (t) => {
       const s = await tcp(port)
       await send(s)

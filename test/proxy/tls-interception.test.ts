@@ -423,7 +423,9 @@ except urllib.error.HTTPError as e:
           systems: [billing],
         }),
         verbs: ['repo.delete'],
-        proxy: { tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500 } },
+        proxy: {
+          tls: { caCertFile: caFile, caKeyFile: join(dir, 'ca.key'), handshakeTimeoutMs: 500, port: 0 },
+        },
       })
       const stalled = connect(strict.port, '127.0.0.1')
       stalled.on('error', () => {})
@@ -440,8 +442,25 @@ except urllib.error.HTTPError as e:
       t.ok(closed, `a client that never completes its handshake is cut (${JSON.stringify(seen)})`)
       t.match(
         await strict.cp.metrics.registry.metrics(),
-        /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"/,
+        /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"[^}]*\} 1\b/,
         'as a handshake timeout',
+      )
+      // The same on the TLS port (transparent mode), where no CONNECT comes first: a connection
+      // that sends nothing is cut at the limit too (test/hostile/tls-port.test.ts relies on this).
+      const silent = connect(strict.proxy.tlsPort as number, '127.0.0.1')
+      silent.on('error', () => {})
+      const silentClosed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 30_000)
+        silent.on('close', () => {
+          clearTimeout(timer)
+          resolve(true)
+        })
+      })
+      t.ok(silentClosed, 'a client on the TLS port that never sends its ClientHello is cut')
+      t.match(
+        await strict.cp.metrics.registry.metrics(),
+        /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"[^}]*\} 2\b/,
+        'also as a handshake timeout',
       )
 
       // Bytes that are no TLS after the CONNECT: the handshake fails, the connection is closed.
