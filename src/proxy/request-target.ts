@@ -32,6 +32,23 @@ function hostPort(host: string): { hostname: string; port: number | null } {
 }
 
 /**
+ * A target named by host. In a tunnel the authority is the tunnel's, already checked against the
+ * Host or the target; on the TLS port (which knows no port, only the SNI) the Host's port, else
+ * 443, names it. Built whole, once: every HTTPS write passes here, and copying the object to add
+ * the tunnel's fields cost more than the rest of the parse.
+ */
+function byHost(
+  mode: 'forward' | 'transparent',
+  hostname: string,
+  port: number | null,
+  path: string,
+  tunnel: { host: string; port: number | null } | undefined,
+): ParsedTarget {
+  if (tunnel === undefined) return { ok: true, mode, hostname, port, path }
+  return { ok: true, mode, hostname, port: tunnel.port ?? port ?? 443, path, tunnel: true }
+}
+
+/**
  * Reads the request target the three ways agents send it:
  * - forward mode: an absolute URI naming an upstream host (agents that honour HTTP_PROXY);
  * - reverse mode: `/<systemId>/<path>`;
@@ -67,13 +84,13 @@ export function parseTarget(
     let path: string
     if (qmark !== -1 && (slash === -1 || qmark < slash)) path = `/${raw.slice(qmark)}`
     else path = slash === -1 ? '/' : raw.slice(slash)
-    parsed = {
-      ok: true,
-      mode: 'forward',
-      hostname: url.hostname.replace(/^\[|\]$/g, '').toLowerCase(),
-      port: url.port ? Number(url.port) : null,
+    parsed = byHost(
+      'forward',
+      url.hostname.replace(/^\[|\]$/g, '').toLowerCase(),
+      url.port ? Number(url.port) : null,
       path,
-    }
+      tunnel,
+    )
   } else {
     const m = tunnel === undefined ? /^\/(sys_[A-Za-z0-9_-]+)(\/.*|\?.*)?$/.exec(raw) : null
     if (m) {
@@ -82,13 +99,9 @@ export function parseTarget(
       parsed = { ok: true, mode: 'reverse', systemId: m[1] as string, path }
     } else {
       const { hostname, port } = hostPort(req.headers.host ?? '')
-      parsed = { ok: true, mode: 'transparent', hostname, port, path: raw }
+      parsed = byHost('transparent', hostname, port, raw, tunnel)
     }
   }
-  // In a tunnel the authority is the tunnel's, already checked against the Host or the target;
-  // on the TLS port (which knows no port, only the SNI) the Host's port, else 443, names it.
-  if (tunnel !== undefined && parsed.mode !== 'reverse')
-    parsed = { ...parsed, port: tunnel.port ?? parsed.port ?? 443, tunnel: true }
   const problem = unsafePathProblem(parsed.path)
   if (problem) return refused(ERRORS.unsafePath, `refused path: ${problem}`)
   if (carriesMethodOverride(parsed.path)) return refused(ERRORS.methodOverride)

@@ -119,3 +119,43 @@ t.test('an enrolled system resolves in each mode', async (t) => {
     })
   }
 })
+
+t.test("inside an intercepted tunnel the authority is the tunnel's", async (t) => {
+  const tunnel = { host: 'api.example.com', port: 8443 }
+  t.same(parseTarget(req('/v1/verify', 'api.example.com:8443'), tunnel), {
+    ok: true,
+    mode: 'transparent',
+    hostname: 'api.example.com',
+    port: 8443,
+    path: '/v1/verify',
+    tunnel: true,
+  })
+  // The TLS port knows only the SNI: the Host's port names the system, else 443.
+  const sniOnly = { host: 'api.example.com', port: null }
+  t.match(parseTarget(req('/v1/verify', 'API.example.com:9443'), sniOnly), {
+    mode: 'transparent',
+    hostname: 'api.example.com',
+    port: 9443,
+    tunnel: true,
+  })
+  t.match(parseTarget(req('/v1/verify', 'api.example.com'), sniOnly), { port: 443, tunnel: true })
+  t.match(parseTarget(req('https://api.example.com:8443/v1/verify?x=1'), tunnel), {
+    ok: true,
+    mode: 'forward',
+    hostname: 'api.example.com',
+    port: 8443,
+    path: '/v1/verify?x=1',
+    tunnel: true,
+  })
+  t.match(
+    parseTarget(req('/sys_ours/v1/verify', 'api.example.com:8443'), tunnel),
+    { mode: 'transparent', path: '/sys_ours/v1/verify' },
+    "a /sys_x/ path is the upstream's own",
+  )
+  t.match(parseTarget(req('https://other.example.com/v1/verify'), tunnel), {
+    ok: false,
+    def: ERRORS.misdirectedRequest,
+  })
+  const outside = parseTarget(req('/v1/verify', 'api.example.com:8443'))
+  t.notOk('tunnel' in outside, 'a request outside a tunnel carries no tunnel mark')
+})
