@@ -108,11 +108,17 @@ export function chainReceipts(
   for (const d of drafts) {
     seq += 1
     // Canonicalised once: the text that is hashed is the text that is stored.
+    // Each member is read once, into the object that is both hashed and returned.
     const plain = plainDraft(d)
-    const text = plain ? bodyText(d, seq, hash) : canonicalBody({ ...d, seq, prevHash: hash })
+    const body: Omit<Receipt, 'hash'> & { hash?: string } = plain
+      ? receiptOf(d, seq, hash)
+      : { ...d, seq, prevHash: hash }
+    const text = plain ? bodyText(body as Receipt) : canonicalBody(body)
     const next = chainHashOfText(hash, text)
     bodies.push(text)
-    receipts.push(plain ? receiptOf(d, seq, hash, next) : { ...d, seq, prevHash: hash, hash: next })
+    // The hash joins the same object once the body is canonical: no second copy per receipt.
+    body.hash = next
+    receipts.push(body as Receipt)
     hash = next
   }
   return { receipts, bodies, head: { seq, hash } }
@@ -156,18 +162,19 @@ const MEMBER_PREFIX = BODY_MEMBERS.map((k, i) => `${i === 0 ? '' : ','}${JSON.st
 function plainDraft(d: ReceiptDraft): boolean {
   let n = 0
   for (const k in d) {
-    if (!DRAFT_MEMBERS.has(k)) return false
+    // An inherited member (which a spread would not copy) makes the draft not plain either.
+    if (!DRAFT_MEMBERS.has(k) || !Object.hasOwn(d, k)) return false
     n += 1
   }
   return n === DRAFT_MEMBERS.size
 }
 
-function bodyText(d: ReceiptDraft, seq: number, prevHash: string): string {
+/** The body's text, from a receipt built by receiptOf (plain data, its hash not yet set). */
+function bodyText(r: Receipt): string {
   let out = '{'
   let first = true
   for (let i = 0; i < BODY_MEMBERS.length; i++) {
-    const k = BODY_MEMBERS[i] as (typeof BODY_MEMBERS)[number]
-    const v: unknown = k === 'seq' ? seq : k === 'prevHash' ? prevHash : d[k]
+    const v: unknown = r[BODY_MEMBERS[i] as (typeof BODY_MEMBERS)[number]]
     // As canonicalJson does: a member whose value is undefined or a function is left out.
     if (v === undefined || typeof v === 'function') continue
     const prefix = MEMBER_PREFIX[i] as string
@@ -177,8 +184,11 @@ function bodyText(d: ReceiptDraft, seq: number, prevHash: string): string {
   return `${out}}`
 }
 
-/** The receipt as one object literal: every receipt has the same shape (fast to build and to read). */
-function receiptOf(d: ReceiptDraft, seq: number, prevHash: string, hash: string): Receipt {
+/**
+ * The receipt as one object literal: every receipt has the same shape (fast to build and to
+ * read). Its hash is '' until the body is hashed.
+ */
+function receiptOf(d: ReceiptDraft, seq: number, prevHash: string): Receipt {
   return {
     receiptId: d.receiptId,
     tenantId: d.tenantId,
@@ -197,6 +207,6 @@ function receiptOf(d: ReceiptDraft, seq: number, prevHash: string, hash: string)
     createdAt: d.createdAt,
     seq,
     prevHash,
-    hash,
+    hash: '',
   }
 }

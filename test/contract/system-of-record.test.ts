@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { newId } from '../../src/core/ids.js'
+import { canonicalJson } from '../../src/core/jcs.js'
 import { chainReceipts, draft, type ReceiptDraft } from '../../src/core/receipt.js'
 import { chainHash, GENESIS_HASH } from '../../src/core/receipt-chain.js'
 import { migrate } from '../../src/store/migrate.js'
@@ -284,14 +285,16 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
         { tricky: '"},{"tenant_id":"x","seq":1', nested: { z: [1, { b: null, a: true }], a: '' } },
         {},
       ]
-      const drafts = details.map((detail) =>
+      // Bodies with and without a \u escape on both paths: the first two hold one, the rest not.
+      const order = [0, 2, 4, 1, 3, 5]
+      const drafts = order.map((i) =>
         draft({
           receiptId: newId('receipt'),
           tenantId: a,
           kind: 'CHECK',
           createdAt: 7,
-          detail,
-          target: '\ud800',
+          detail: details[i]!,
+          ...(i === 0 ? { target: '\ud800' } : {}),
         }),
       )
       const viaTransaction = await sor.transaction((x) => x.receipts.append(drafts.slice(0, 3)))
@@ -308,18 +311,83 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
       for (let i = 0; i < list.length; i++) {
         const { hash, ...body } = list[i]!
         t.equal(chainHash(i === 0 ? GENESIS_HASH : list[i - 1]!.hash, body), hash, `seq ${i + 1} verifies`)
-        t.same(body.detail, details[i], `seq ${i + 1}: detail served as given`)
+        t.same(body.detail, details[order[i]!], `seq ${i + 1}: detail served as given`)
       }
       if (sqlDb) {
         const rows = await sqlDb.sql<{ body: string }[]>`
-          select body from receipts where tenant_id = ${a} and seq > 3 order by seq`
+          select body from receipts where tenant_id = ${a} order by seq`
+        const hashed = [
+          ...viaTransaction.map(({ hash: _h, ...body }) => canonicalJson(body)),
+          ...chained.bodies,
+        ]
         t.same(
           rows.map((r) => r.body),
-          chained.bodies,
-          'the stored text is byte for byte the hashed text',
+          hashed,
+          'the stored text is byte for byte the hashed text, on both paths',
         )
       }
     })
+
+    t.test('receipts: a draft missing a nullable member is stored with it null', async (t) => {
+      const a = await tenant()
+      const {
+        keyId: _k,
+        decision: _d,
+        ...partial
+      } = draft({
+        receiptId: newId('receipt'),
+        tenantId: a,
+        kind: 'CHECK',
+        createdAt: 7,
+      })
+      const [r] = await sor.transaction((x) => x.receipts.append([partial as ReceiptDraft]))
+      const chained = chainReceipts({ seq: 1, hash: r!.hash }, [
+        { ...partial, receiptId: newId('receipt') } as ReceiptDraft,
+      ])
+      t.same(
+        await s.receipts.appendChained([
+          { tenantId: a, from: { seq: 1, hash: r!.hash }, to: chained.head, ...chained },
+        ]),
+        { stale: [] },
+      )
+      const list = await s.receipts.list(a, 0, 10)
+      t.equal(list.length, 2)
+      for (const stored of list) t.notOk('keyId' in stored, 'left out, as it was hashed')
+      if (sqlDb) {
+        const rows = await sqlDb.sql<{ key_id: string | null; decision: string | null }[]>`
+          select key_id, decision from receipts where tenant_id = ${a}`
+        t.same(rows, [
+          { key_id: null, decision: null },
+          { key_id: null, decision: null },
+        ])
+      }
+    })
+
+    if (sqlDb)
+      t.test(
+        'receipts: a queued field of the wrong type is refused, never spliced into the statement',
+        async (t) => {
+          // Drained payloads are parsed from Redis, not validated: a string where a number belongs
+          // must fail the insert, not rewrite the row's columns.
+          const a = await tenant()
+          const victim = await tenant()
+          const forged = draft({
+            receiptId: newId('receipt'),
+            tenantId: a,
+            kind: 'CHECK',
+            createdAt: `0,"tenant_id":"${victim}","seq":1` as unknown as number,
+          })
+          const chained = chainReceipts({ seq: 0, hash: GENESIS_HASH }, [forged])
+          await t.rejects(
+            s.receipts.appendChained([
+              { tenantId: a, from: { seq: 0, hash: GENESIS_HASH }, to: chained.head, ...chained },
+            ]),
+          )
+          await t.rejects(sor.transaction((x) => x.receipts.append([forged])))
+          t.same(await s.receipts.list(victim, 0, 10), [], 'nothing written for the other tenant')
+          t.same(await s.receipts.list(a, 0, 10), [], 'nor for its own')
+        },
+      )
 
     t.test('receipts: concurrent appends and rollbacks never fork or gap the chain', async (t) => {
       const a = await tenant()

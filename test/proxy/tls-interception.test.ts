@@ -462,6 +462,24 @@ except urllib.error.HTTPError as e:
         /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"[^}]*\} 2\b/,
         'also as a handshake timeout',
       )
+      // A ClientHello for an intercepted host, then nothing: the TLS server's own limit cuts it.
+      const halfway = connect(strict.proxy.tlsPort as number, '127.0.0.1')
+      halfway.on('error', () => {})
+      halfway.on('data', () => {})
+      halfway.write(await tlsClientHello())
+      const halfwayClosed = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), 30_000)
+        halfway.on('close', () => {
+          clearTimeout(timer)
+          resolve(true)
+        })
+      })
+      t.ok(halfwayClosed, 'a client that stops after its ClientHello is cut')
+      t.match(
+        await strict.cp.metrics.registry.metrics(),
+        /writegate_tls_refused_total\{[^}]*reason="handshake_timeout"[^}]*\} 3\b/,
+        'as a handshake timeout too',
+      )
 
       // Bytes that are no TLS after the CONNECT: the handshake fails, the connection is closed.
       const garbage = connect(bench.port, '127.0.0.1')

@@ -107,3 +107,24 @@ t.test('a draft missing a member takes the generic path', async (t) => {
   t.equal(bodies[0], genericBodies([d as ReceiptDraft])[0])
   t.notMatch(bodies[0], /"verb"/)
 })
+
+t.test(
+  'an inherited member makes a draft not plain: only own members are hashed, as a spread copies',
+  async (t) => {
+    const { verb: _verb, ...own } = draft({ receiptId: 'r1', tenantId: 't1', kind: 'CHECK', createdAt: 5 })
+    const d = Object.assign(Object.create({ verb: 'inherited' }), own) as ReceiptDraft
+    const { bodies } = chainReceipts(EMPTY_HEAD, [d])
+    t.equal(bodies[0], genericBodies([d])[0])
+    t.notMatch(bodies[0], /inherited/)
+  },
+)
+
+t.test('a member behind a getter is read once: the receipt returned is the one hashed', async (t) => {
+  let reads = 0
+  const d = draft({ receiptId: 'r1', tenantId: 't1', kind: 'CHECK', createdAt: 5 })
+  Object.defineProperty(d, 'target', { enumerable: true, get: () => `read-${++reads}` })
+  const { bodies, receipts } = chainReceipts(EMPTY_HEAD, [d])
+  const { hash, ...body } = receipts[0]!
+  t.equal(canonicalJson(body), bodies[0])
+  t.equal(chainHash(body.prevHash, body), hash)
+})

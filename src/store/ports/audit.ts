@@ -6,7 +6,10 @@ export interface ChainedReceipts {
   from: ChainHead
   to: ChainHead
   receipts: readonly Receipt[]
-  /** The JCS text each receipt's hash was computed over, in the same order. */
+  /**
+   * The JCS text each receipt's hash was computed over, in the same order: chainReceipts's
+   * output, which the store writes into its statement as JSON, verbatim.
+   */
   bodies: readonly string[]
 }
 

@@ -54,8 +54,7 @@ async function appendReceipts(sql: SqlHandle, drafts: readonly ReceiptDraft[]): 
   const fresh = newDraftsByTenant(drafts, all)
   if (fresh.size === 0) return drafts.map((d) => all.get(d.receiptId) as Receipt)
   // One JSON parameter, not a multi-row VALUES list: one statement text for every batch size,
-  // parsed and prepared once per connection. JSON rather than column arrays: JSON.stringify
-  // escapes the bodies natively, where postgres.js escapes array elements in JavaScript.
+  // parsed and prepared once per connection (receiptRowsJson).
   const receipts: Receipt[] = []
   const bodies: string[] = []
   const moved: { tenant_id: string; seq: number; hash: string }[] = []
@@ -119,15 +118,20 @@ export function receiptRowsJson(receipts: readonly Receipt[], bodies: readonly s
   for (let i = 0; i < receipts.length; i++) {
     const r = receipts[i] as Receipt
     const body = bodies[i] as string
+    // Every column but the body through JSON.stringify, numbers too: a field of the wrong type
+    // (a queued payload is parsed, not validated) is then a value Postgres refuses, never text
+    // spliced into the parameter.
     out +=
-      `${i === 0 ? '' : ','}{"tenant_id":${JSON.stringify(r.tenantId)},"seq":${r.seq},` +
-      `"receipt_id":${JSON.stringify(r.receiptId)},"kind":${JSON.stringify(r.kind)},` +
-      `"decision":${JSON.stringify(r.decision)},"created_at":${r.createdAt},` +
-      `"key_id":${JSON.stringify(r.keyId)},"hash":${JSON.stringify(r.hash)},` +
+      `${i === 0 ? '' : ','}{"tenant_id":${json(r.tenantId)},"seq":${json(r.seq)},` +
+      `"receipt_id":${json(r.receiptId)},"kind":${json(r.kind)},"decision":${json(r.decision)},` +
+      `"created_at":${json(r.createdAt)},"key_id":${json(r.keyId)},"hash":${json(r.hash)},` +
       (body.includes('\\u') ? `"body_text":${JSON.stringify(body)}}` : `"body":${body}}`)
   }
   return `${out}]`
 }
+
+/** A JSON value; a member left out (undefined) is null, as JSON.stringify of a whole row made it. */
+const json = (v: unknown): string => JSON.stringify(v ?? null)
 
 /**
  * One statement, so one round trip and its own transaction: lock the named heads (in the
