@@ -128,3 +128,24 @@ t.test('a member behind a getter is read once: the receipt returned is the one h
   t.equal(canonicalJson(body), bodies[0])
   t.equal(chainHash(body.prevHash, body), hash)
 })
+
+t.test(
+  'draft() gives every member: missing or undefined ones null, detail {}, extra ones kept',
+  async (t) => {
+    const d = draft({
+      receiptId: 'r1',
+      tenantId: 't1',
+      kind: 'CHECK',
+      createdAt: 5,
+      verb: 'refund',
+      reason: undefined,
+    })
+    t.same(Object.keys(d).sort(), [...BODY_MEMBERS].filter((k) => k !== 'seq' && k !== 'prevHash').sort())
+    t.equal(d.verb, 'refund')
+    t.equal(d.reason, null, 'given as undefined: null, so canonical JSON keeps the member')
+    t.equal(d.target, null)
+    t.same(d.detail, {})
+    const extra = draft({ receiptId: 'r1', tenantId: 't1', kind: 'CHECK', createdAt: 5, ...{ note: 'kept' } })
+    t.equal((extra as unknown as Record<string, unknown>).note, 'kept', 'as the copy it replaced kept it')
+  },
+)
