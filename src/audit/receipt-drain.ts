@@ -1,8 +1,9 @@
 import type { Logger } from '../observability/logger.js'
-import type { QueuedReceipts, ReceiptQueue } from '../store/ports/hot-store.js'
+import type { DurablePayload, QueuedReceipts, ReceiptQueue } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
 import { persistDurable } from './persist-durable.js'
+import { unfitPayload } from './queued-payload.js'
 
 export interface ReceiptDrain {
   start(): void
@@ -15,6 +16,8 @@ export interface ReceiptDrain {
 
 const BATCH = 500
 const RECENT_MS = 30_000
+/** Unfit entries reported at most once each per process (they are met again at every reclaim). */
+const MAX_REPORTED = 10_000
 
 /**
  * Moves proxy receipts from the hot store into the Postgres audit log: at least once,
@@ -54,22 +57,43 @@ export function createReceiptDrain(deps: {
       // The next batch is read while this one commits. If the commit fails, those entries
       // stay unacknowledged in the stream and are claimed again (nothing is lost).
       next = more ? queue.read(tenantId, deps.consumer, BATCH) : null
+      // An entry that cannot go into the log is left in the stream, unacknowledged and reported,
+      // instead of failing its whole batch at every retry with the good entries read alongside it.
+      const fit: { id: string; payload: DurablePayload }[] = []
+      for (const e of entries) {
+        const problem = unfitPayload(tenantId, e.payload)
+        if (problem === null) fit.push(e as { id: string; payload: DurablePayload })
+        else report(tenantId, e.id, problem)
+      }
       try {
-        await persistDurable(sor, audit, {
-          receipts: entries.flatMap((e) => e.payload.receipts),
-          actions: entries.flatMap((e) => e.payload.actions),
-        })
-        await queue.ack(
-          tenantId,
-          entries.map((e) => e.id),
-        )
+        if (fit.length > 0) {
+          await persistDurable(sor, audit, {
+            receipts: fit.flatMap((e) => e.payload.receipts),
+            actions: fit.flatMap((e) => e.payload.actions),
+          })
+          await queue.ack(
+            tenantId,
+            fit.map((e) => e.id),
+          )
+        }
       } catch (err) {
         next?.catch(() => {})
         throw err
       }
-      moved += entries.reduce((n, e) => n + e.payload.receipts.length, 0)
+      moved += fit.reduce((n, e) => n + e.payload.receipts.length, 0)
     }
     return moved
+  }
+
+  const reported = new Set<string>()
+  function report(tenantId: string, entryId: string, problem: string): void {
+    if (reported.has(entryId)) return
+    if (reported.size >= MAX_REPORTED) reported.clear()
+    reported.add(entryId)
+    logger.error(
+      { tenantId, entryId, problem },
+      'receipt drain: a queued entry cannot go into the audit log; it stays in the stream, unacknowledged',
+    )
   }
 
   /** Tenants that queued recently: looked at on every pass, since proxies throttle their hints. */

@@ -334,14 +334,14 @@ function receiptQueueSuite(t: Test, hot: HotStore, listening: Listening) {
       t.equal(await q.backlog([ten]), 3)
       const crashed = await q.read(ten, 'drainer-1', 10)
       t.same(
-        crashed.map((e) => e.payload.receipts[0]?.detail.label),
+        crashed.map((e) => e.payload?.receipts[0]?.detail.label),
         ['a', 'b', 'c'],
       )
       t.notOk((await q.dirtyTenants()).includes(ten))
       await new Promise((r) => setTimeout(r, 150)) // drainer-1 never acknowledges
       const again = await q.read(ten, 'drainer-2', 10)
       t.same(
-        again.map((e) => e.payload.receipts[0]?.detail.label),
+        again.map((e) => e.payload?.receipts[0]?.detail.label),
         ['a', 'b', 'c'],
         'claimed by another drainer',
       )

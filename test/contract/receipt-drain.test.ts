@@ -3,12 +3,13 @@ import { createDirectAuditLog } from '../../src/audit/audit-log.js'
 import { createGroupCommitAuditLog } from '../../src/audit/group-commit.js'
 import { createReceiptDrain } from '../../src/audit/receipt-drain.js'
 import { newId } from '../../src/core/ids.js'
-import { draft } from '../../src/core/receipt.js'
+import { draft, type ReceiptDraft } from '../../src/core/receipt.js'
 import { createLogger } from '../../src/observability/logger.js'
 import type { HotStore, ReceiptQueue } from '../../src/store/ports/hot-store.js'
 import type { SystemOfRecord } from '../../src/store/ports/index.js'
 import { createSystemOfRecord } from '../../src/store/postgres/system-of-record.js'
 import { openTestDatabase } from '../helpers/backends.js'
+import { capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
 import { openRedisHotStore, subscribed } from '../helpers/redis.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
 import { waitFor } from '../helpers/wait.js'
@@ -212,5 +213,73 @@ t.test(
     await drain.drainAll()
     t.ok(calls.chained > 1, 'later batches went down the fast path again')
     await allDrainedInOrder(t, real, hot, ten, ids)
+  },
+)
+
+t.test(
+  'drain: an entry that cannot go into the log stays in the stream, reported once; the rest are stored',
+  async (t) => {
+    const { hot, redis, tr } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+    const tdb = await openTestDatabase('postgres')
+    t.teardown(() => tdb.close())
+    const sor = createSystemOfRecord(tdb.db)
+    const { logger, lines } = capturingLogger()
+    const ten = newId('tenant')
+    const other = newId('tenant')
+    await hot.publish(snapshot(ten))
+    const commit = (receipts: unknown[]) =>
+      hot.commit({
+        tenantId: ten,
+        version: 1,
+        quota: null,
+        grantCandidates: [],
+        durable: { otherwise: { receipts: receipts as ReceiptDraft[], actions: [] } },
+      })
+    const [first] = await queueReceipts(hot, ten, 1)
+    // A proxy of another version, or a forged entry: the wrong type where Postgres wants a number,
+    // a receipt of another tenant, and an entry with no JSON payload at all.
+    await commit([
+      {
+        ...draft({ receiptId: newId('receipt'), tenantId: ten, kind: 'CHECK', createdAt: 0 }),
+        createdAt: '0,1',
+      },
+    ])
+    await commit([draft({ receiptId: newId('receipt'), tenantId: other, kind: 'CHECK', createdAt: now() })])
+    await redis.xadd(`${tr.prefix}{${ten}}:rq`, '*', 'r', '{not json')
+    const [last] = await queueReceipts(hot, ten, 1)
+    const drain = createReceiptDrain({
+      queue: hot.receiptQueue as ReceiptQueue,
+      sor,
+      audit: createGroupCommitAuditLog({ sor }),
+      logger,
+      consumer: 'd1',
+      tenantIds: async () => [ten],
+    })
+    await drain.drainAll()
+    t.same(
+      (await sor.stores.receipts.list(ten, 0, 10)).map((r) => [r.receiptId, r.seq]),
+      [
+        [first, 1],
+        [last, 2],
+      ],
+      'the good entries are stored, in order, around the unfit ones',
+    )
+    t.same(await sor.stores.receipts.list(other, 0, 10), [], "nothing in the other tenant's log")
+    t.equal(
+      await (hot.receiptQueue as ReceiptQueue).backlog([ten]),
+      3,
+      'the unfit entries stay in the stream',
+    )
+    const reported = () => lines.filter((l) => l.level === LOG_LEVEL.error)
+    t.match(
+      reported().map((l) => (l as unknown as { problem: string }).problem),
+      [/createdAt is not a time/, /another tenant/, /not an object/],
+    )
+    // Claimed again after claimIdleMs: still left alone, and not reported again.
+    await new Promise((r) => setTimeout(r, 150))
+    await drain.drainAll()
+    t.equal((await sor.stores.receipts.list(ten, 0, 10)).length, 2)
+    t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 3)
+    t.equal(reported().length, 3, 'each reported once')
   },
 )

@@ -89,7 +89,11 @@ export interface QueuedReceipts {
   /** Opaque id to acknowledge. */
   id: string
   tenantId: string
-  payload: DurablePayload
+  /**
+   * As queued, parsed but not validated (the drain checks it: audit/queued-payload.ts); null when
+   * the entry holds no JSON payload at all.
+   */
+  payload: DurablePayload | null
 }
 
 /**

@@ -142,10 +142,7 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   }
 
   const toQueued = (tenantId: string, entries: [string, string[]][]): QueuedReceipts[] =>
-    entries.map(([id, fields]) => {
-      const idx = fields.indexOf('r')
-      return { id, tenantId, payload: JSON.parse(fields[idx + 1] as string) as DurablePayload }
-    })
+    entries.map(([id, fields]) => ({ id, tenantId, payload: payloadOf(fields) }))
 
   const queue: ReceiptQueue = {
     async dirtyTenants() {
@@ -335,5 +332,16 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       byChannel.clear()
       queuedListeners.clear()
     },
+  }
+}
+
+/** An entry's payload; null for one without a JSON `r` field, which the drain reports instead of failing on. */
+function payloadOf(fields: string[]): DurablePayload | null {
+  const idx = fields.indexOf('r')
+  if (idx === -1 || idx % 2 !== 0) return null
+  try {
+    return JSON.parse(fields[idx + 1] as string) as DurablePayload
+  } catch {
+    return null
   }
 }
