@@ -7,9 +7,9 @@
  * Run: taskset -c 0 npm run bench:commit   (Redis on another CPU; WRITEGATE_BENCH_REDIS_URL, default redis://127.0.0.1:6379)
  */
 import { draft } from '../src/core/receipt.js'
-import type { TenantSnapshot } from '../src/core/snapshot.js'
 import { connectRedis } from '../src/store/redis/connect.js'
 import { createRedisHotStore } from '../src/store/redis/hot-store.js'
+import { emptySnapshot } from '../test/helpers/snapshots.js'
 
 const URL_ = process.env.WRITEGATE_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const COMMITS = 20_000
@@ -26,18 +26,7 @@ const hot = createRedisHotStore({
   nowSeconds: () => Math.floor(Date.now() / 1000),
 })
 const tenantId = 'tenant_bench'
-const snapshot: TenantSnapshot = {
-  tenantId,
-  version: 1,
-  builtAt: 0,
-  policies: { tenant: { policy: {}, version: 0, updatedAt: null }, environments: {}, principals: {} },
-  verbs: [],
-  principals: {},
-  keys: {},
-  roster: { all: false, principals: [], keys: [] },
-  grants: [],
-  systems: [],
-}
+const snapshot = emptySnapshot(tenantId, 1, 0)
 await hot.publish(snapshot)
 
 let n = 0

@@ -1,18 +1,8 @@
-import { RECEIPT_KINDS } from '../core/receipt.js'
+import { NULLABLE_TEXT_MEMBERS, RECEIPT_DECISIONS, RECEIPT_KINDS } from '../core/receipt.js'
 import type { DurablePayload } from '../store/ports/hot-store.js'
 
 const KINDS: ReadonlySet<unknown> = new Set(RECEIPT_KINDS)
-const DECISIONS: ReadonlySet<unknown> = new Set(['ALLOW', 'DENY', 'STEP_UP', 'REVOKE', null])
-const NULLABLE_STRINGS = [
-  'verb',
-  'requestedVerb',
-  'target',
-  'environment',
-  'principalId',
-  'principalName',
-  'keyId',
-  'reason',
-] as const
+const DECISIONS: ReadonlySet<unknown> = new Set([...RECEIPT_DECISIONS, null])
 
 const nullableString = (v: unknown) => v === undefined || v === null || typeof v === 'string'
 const plainObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -39,7 +29,7 @@ export function unfitPayload(tenantId: string, payload: unknown): string | null 
       return `receipt ${d.receiptId}: createdAt is not a time`
     if (!(d.policyVersion === undefined || d.policyVersion === null || Number.isSafeInteger(d.policyVersion)))
       return `receipt ${d.receiptId}: policyVersion is not a version`
-    for (const k of NULLABLE_STRINGS)
+    for (const k of NULLABLE_TEXT_MEMBERS)
       if (!nullableString(d[k])) return `receipt ${d.receiptId}: ${k} is not a string`
     if (!(d.detail === undefined || plainObject(d.detail)))
       return `receipt ${d.receiptId}: detail is not an object`

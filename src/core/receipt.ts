@@ -35,7 +35,8 @@ export const RECEIPT_KINDS = [
 ] as const
 
 export type ReceiptKind = (typeof RECEIPT_KINDS)[number]
-export type ReceiptDecision = 'ALLOW' | 'DENY' | 'STEP_UP' | 'REVOKE'
+export const RECEIPT_DECISIONS = ['ALLOW', 'DENY', 'STEP_UP', 'REVOKE'] as const
+export type ReceiptDecision = (typeof RECEIPT_DECISIONS)[number]
 
 /** A receipt before it joins the chain: everything but seq, prevHash and hash. */
 export interface ReceiptDraft {
@@ -70,8 +71,8 @@ export interface ChainHead {
 
 export const EMPTY_HEAD: ChainHead = { seq: 0, hash: GENESIS_HASH }
 
-const NULLABLE = [
-  'decision',
+/** The members a draft may leave out that hold text (null when left out). */
+export const NULLABLE_TEXT_MEMBERS = [
   'verb',
   'requestedVerb',
   'target',
@@ -80,8 +81,9 @@ const NULLABLE = [
   'principalName',
   'keyId',
   'reason',
-  'policyVersion',
 ] as const
+
+const NULLABLE = ['decision', ...NULLABLE_TEXT_MEMBERS, 'policyVersion'] as const
 
 /**
  * Fills in the optional fields of a draft with nulls, so every receipt has the full shape: a

@@ -10,6 +10,17 @@ import { tlsClientHello, watchUnhandled } from '../helpers/hostile-client.js'
 import { startHttpsUpstream } from '../helpers/https-upstream.js'
 import { waitFor } from '../helpers/wait.js'
 
+/** Whether the socket is closed (by the proxy) within `ms`; false if it is still open then. */
+function closesWithin(socket: Socket, ms: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms)
+    socket.on('close', () => {
+      clearTimeout(timer)
+      resolve(true)
+    })
+  })
+}
+
 /**
  * Issue 17: HTTPS writes gated through TLS interception, with real TLS clients that trust the
  * tenant's interception CA (curl, Node, Python) and a real HTTPS upstream on loopback.
@@ -432,13 +443,7 @@ except urllib.error.HTTPError as e:
       stalled.write(`CONNECT localhost:${upstream.port} HTTP/1.1\r\nHost: localhost:${upstream.port}\r\n\r\n`)
       let seen = ''
       stalled.on('data', (d) => (seen += d))
-      const closed = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), 30_000)
-        stalled.on('close', () => {
-          clearTimeout(timer)
-          resolve(true)
-        })
-      })
+      const closed = await closesWithin(stalled, 30_000)
       t.ok(closed, `a client that never completes its handshake is cut (${JSON.stringify(seen)})`)
       t.match(
         await strict.cp.metrics.registry.metrics(),
@@ -449,13 +454,7 @@ except urllib.error.HTTPError as e:
       // that sends nothing is cut at the limit too (test/hostile/tls-port.test.ts relies on this).
       const silent = connect(strict.proxy.tlsPort as number, '127.0.0.1')
       silent.on('error', () => {})
-      const silentClosed = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), 30_000)
-        silent.on('close', () => {
-          clearTimeout(timer)
-          resolve(true)
-        })
-      })
+      const silentClosed = await closesWithin(silent, 30_000)
       t.ok(silentClosed, 'a client on the TLS port that never sends its ClientHello is cut')
       t.match(
         await strict.cp.metrics.registry.metrics(),
@@ -467,13 +466,7 @@ except urllib.error.HTTPError as e:
       halfway.on('error', () => {})
       halfway.on('data', () => {})
       halfway.write(await tlsClientHello())
-      const halfwayClosed = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), 30_000)
-        halfway.on('close', () => {
-          clearTimeout(timer)
-          resolve(true)
-        })
-      })
+      const halfwayClosed = await closesWithin(halfway, 30_000)
       t.ok(halfwayClosed, 'a client that stops after its ClientHello is cut')
       t.match(
         await strict.cp.metrics.registry.metrics(),
@@ -490,13 +483,7 @@ except urllib.error.HTTPError as e:
       // Inside the tunnel: once the CONNECT is answered (its 200 is all the proxy sends first).
       await waitFor(() => garbageSeen.includes('\r\n\r\n'), 15_000, 'the CONNECT answer')
       garbage.write('GET / HTTP/1.1\r\nHost: localhost\r\n\r\n\x00\xff garbage')
-      const garbageClosed = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), 15_000)
-        garbage.on('close', () => {
-          clearTimeout(timer)
-          resolve(true)
-        })
-      })
+      const garbageClosed = await closesWithin(garbage, 15_000)
       t.ok(
         garbageClosed,
         `plain HTTP inside the tunnel fails the handshake and is closed (${JSON.stringify(garbageSeen.slice(0, 40))})`,
