@@ -1,15 +1,16 @@
 /**
  * The TLS benchmark's baseline: a CONNECT proxy that terminates TLS with a leaf minted on the fly
  * from the same interception CA (the same minter gate-proxy uses) and forwards with http-proxy-3
- * over a keep-alive HTTPS agent: everything gate-proxy does to TLS, nothing of the gate.
+ * over gate-proxy's own keep-alive upstream agent (the upstream's CA parsed once into a shared
+ * secure context): everything gate-proxy does to TLS, nothing of the gate.
  * Run: tsx bench/support/bare-tls-proxy.ts <upstream origin> <upstream CA file> <CA cert file> <CA key file>
  */
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { Agent } from 'node:https'
 import type { Socket } from 'node:net'
 import { TLSSocket } from 'node:tls'
 import { createProxyServer } from 'http-proxy-3'
+import { createUpstreamAgent } from '../../src/proxy/upstream-agent.js'
 import { loadInterceptionCa } from '../../src/tls/interception-ca.js'
 import { createLeafMinter } from '../../src/tls/leaf-minter.js'
 
@@ -21,7 +22,7 @@ const minter = await createLeafMinter(
 const forward = createProxyServer({
   target: origin,
   changeOrigin: true,
-  agent: new Agent({ keepAlive: true, maxSockets: 256, ca: readFileSync(upstreamCa, 'utf8') }),
+  agent: createUpstreamAgent(new URL(origin), 30_000, readFileSync(upstreamCa, 'utf8')),
 })
 // As gate-proxy (and any proxy: RFC 9110 §7.6.1), Connection is hop-by-hop: a client's
 // `Connection: close` ends its own connection, not the proxy's kept-alive one to the upstream,

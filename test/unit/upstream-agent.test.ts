@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { type Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
-import { createServer as createTlsServer, request as tlsRequest } from 'node:https'
+import { createServer as createTlsServer, type Agent as HttpsAgent, request as tlsRequest } from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { createUpstreamAgent, UPSTREAM_TIMEOUT_CODE } from '../../src/proxy/upstream-agent.js'
@@ -86,3 +86,62 @@ for (const scheme of ['http', 'https'] as const) {
     t.equal((await send(origin, agent)).status, 200, 'the next request opens a new one')
   })
 }
+
+t.test(
+  "https: a system's caBundle verifies the upstream, parsed once and kept out of the pool key",
+  async (t) => {
+    const server = createTlsServer({ cert: tls.pem, key: readKey() }, (_req, res) => res.end('ok'))
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    t.teardown(() => {
+      server.closeAllConnections()
+      server.close()
+    })
+    const origin = new URL(`https://127.0.0.1:${(server.address() as AddressInfo).port}`)
+    const post = (agent: Agent) =>
+      new Promise<number>((resolve, reject) => {
+        // No per-request `ca`: only the agent's bundle can make this certificate trusted.
+        const req = tlsRequest(
+          { host: origin.hostname, port: origin.port, path: '/', method: 'POST', agent },
+          (res) => {
+            res.resume()
+            res.on('end', () => resolve(res.statusCode ?? 0))
+          },
+        )
+        req.on('error', reject)
+        req.end('{}')
+      })
+
+    const trusting = createUpstreamAgent(origin, 60_000, tls.pem)
+    t.teardown(() => trusting.destroy())
+    t.equal(await post(trusting), 200, 'the bundle that issued the certificate verifies it')
+    const key = trusting.getName({
+      host: origin.hostname,
+      port: Number(origin.port),
+      ...(trusting as HttpsAgent).options,
+    })
+    t.notMatch(key, /BEGIN CERTIFICATE/, "the bundle's text is not part of the pool key")
+    t.ok(key.length < 200, `a short pool key (${key.length} characters)`)
+
+    const other = selfSigned('another-upstream')
+    const distrusting = createUpstreamAgent(origin, 60_000, other.pem)
+    t.teardown(() => distrusting.destroy())
+    const refused = await post(distrusting).then(
+      () => null,
+      (e: NodeJS.ErrnoException) => e,
+    )
+    t.match(
+      refused?.code,
+      /CERT|SELF_SIGNED|VERIFY/,
+      'another bundle does not verify it: no fallback to trusting it',
+    )
+
+    const storeOnly = createUpstreamAgent(origin, 60_000)
+    t.teardown(() => storeOnly.destroy())
+    const unknown = await post(storeOnly).then(
+      () => null,
+      (e: NodeJS.ErrnoException) => e,
+    )
+    t.match(unknown?.code, /CERT|SELF_SIGNED|VERIFY/, 'without a bundle, only the trust store is trusted')
+  },
+)
