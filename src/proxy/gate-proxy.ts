@@ -8,7 +8,7 @@ import {
 } from 'node:http'
 import { connect, type Server as NetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import { type Duplex, Readable } from 'node:stream'
+import type { Duplex } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
@@ -24,6 +24,7 @@ import { endAndClose, guardServer, rawJsonAnswer } from '../node-http/guarded-se
 import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
+import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
 import { graphqlProtocol } from './graphql-protocol.js'
@@ -311,14 +312,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     }
     const proxy = proxyOf(system)
     // Per-request options cost a merge on every call: only the rare rewritten answer pays it.
-    if (rewritten)
-      proxy.web(
-        req,
-        res,
-        { selfHandleResponse: true, ...(buffered ? { buffer: Readable.from(buffered) } : {}) },
-        onError,
-      )
-    else if (buffered) proxy.web(req, res, { buffer: Readable.from(buffered) }, onError)
+    if (buffered) sendReadBody(req, buffered)
+    if (rewritten) proxy.web(req, res, { selfHandleResponse: true }, onError)
     else proxy.web(req, res, onError)
   }
 
