@@ -98,11 +98,18 @@ t.test(
       server.close()
     })
     const origin = new URL(`https://127.0.0.1:${(server.address() as AddressInfo).port}`)
-    const post = (agent: Agent) =>
+    const post = (agent: Agent, servername?: string) =>
       new Promise<number>((resolve, reject) => {
         // No per-request `ca`: only the agent's bundle can make this certificate trusted.
         const req = tlsRequest(
-          { host: origin.hostname, port: origin.port, path: '/', method: 'POST', agent },
+          {
+            host: origin.hostname,
+            port: origin.port,
+            path: '/',
+            method: 'POST',
+            agent,
+            ...(servername ? { servername } : {}),
+          },
           (res) => {
             res.resume()
             res.on('end', () => resolve(res.statusCode ?? 0))
@@ -132,7 +139,7 @@ t.test(
     )
     t.match(
       refused?.code,
-      /CERT|SELF_SIGNED|VERIFY/,
+      /SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/,
       'another bundle does not verify it: no fallback to trusting it',
     )
 
@@ -142,6 +149,17 @@ t.test(
       () => null,
       (e: NodeJS.ErrnoException) => e,
     )
-    t.match(unknown?.code, /CERT|SELF_SIGNED|VERIFY/, 'without a bundle, only the trust store is trusted')
+    t.match(
+      unknown?.code,
+      /SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/,
+      'without a bundle, only the trust store is trusted',
+    )
+
+    // With a bundle, the host name is still checked against the certificate.
+    const misnamed = await post(trusting, 'not-this-upstream.example').then(
+      () => null,
+      (e: NodeJS.ErrnoException) => e,
+    )
+    t.equal(misnamed?.code, 'ERR_TLS_CERT_ALTNAME_INVALID', 'a certificate for another name is refused')
   },
 )
