@@ -519,9 +519,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
             sendProtocolAnswer(res, r.status, r.contentType, r.body)
           },
         }
-        return forward(req, res, c.system, credential, c.path, null, undefined, rewritten)
+        return forward(req, res, c.system, credential, c.path, null, body ?? undefined, rewritten)
       }
-      return forward(req, res, c.system, credential, c.path, null)
+      // A body read to stage a predicted STEP_UP is not on the socket any more: it goes from here.
+      return forward(req, res, c.system, credential, c.path, null, body ?? undefined)
     }
     if (answer.kind === 'refused') {
       if (answer.refusal.def === ERRORS.gateUnavailable) metrics.gateEvents.failedClosed({ reason: 'commit' })

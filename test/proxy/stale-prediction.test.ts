@@ -31,3 +31,66 @@ t.test('a write predicted STEP_UP but decided ALLOW is forwarded with its body',
   t.equal(got.length, 1, 'forwarded once')
   t.equal(got[0]?.body.toString('utf8'), body, 'with the body the proxy had already read')
 })
+
+/**
+ * The same, for a request the new version lets through ungated: a DELETE with a body on an MCP
+ * endpoint, routed as a write (so predicted STEP_UP, and its body read) under the proxy's stale
+ * snapshot, passes as the end of a session once the route is gone. What was read must still go
+ * upstream, not leave the upstream waiting for it.
+ */
+t.test('a request predicted STEP_UP that passes ungated under the new version keeps its body', async (t) => {
+  const definition = {
+    kind: 'mcp' as const,
+    reads: 'pass' as const,
+    tools: [],
+    mcp: { endpoint: '/mcp', filterToolsList: false, tools: [] },
+  }
+  const fleet = await startFleet(t, {
+    proxies: 1,
+    deaf: true,
+    systems: (origin) => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_mcp',
+          tenantId: 'ignored',
+          upstream: origin,
+          ...definition,
+          routes: [{ method: 'DELETE', path: '/mcp', verb: 'verify' }],
+        },
+      ],
+    }),
+  })
+  const port = fleet.proxies[0]?.port as number
+  const admin = { bearer: fleet.tenant.apiKey }
+  t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
+  const body = '{"reason":"done"}'
+  // Node frames a DELETE's body only when told its length.
+  const end = {
+    method: 'DELETE',
+    path: '/sys_mcp/mcp',
+    headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+    body,
+  }
+  t.equal((await agentRequest(port, end)).status, 428, 'the proxy has cached a snapshot that routes DELETE')
+
+  const put = await fleet.api.put(
+    '/v1/systems/sys_mcp',
+    { ...definition, upstream: fleet.upstream.origin, routes: [] },
+    admin,
+  )
+  t.equal(put.status, 200, 'the route is gone')
+
+  const before = fleet.upstream.received.length
+  const reply = await Promise.race([
+    agentRequest(port, end),
+    // A hang is what this catches; the bound is for a loaded machine.
+    new Promise<null>((r) => setTimeout(() => r(null), 30_000).unref()),
+  ])
+  t.ok(reply, 'the proxy answered')
+  t.equal(reply?.status, 200, 'passed ungated under the new version')
+  const got = fleet.upstream.received.slice(before)
+  t.equal(got.length, 1, 'forwarded once')
+  t.equal(got[0]?.method, 'DELETE')
+  t.equal(got[0]?.body.toString('utf8'), end.body, 'with the body the proxy had already read')
+})
