@@ -24,6 +24,7 @@ import { endAndClose, guardServer, rawJsonAnswer } from '../node-http/guarded-se
 import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
+import { frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
@@ -198,6 +199,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // No proxyTimeout: the origin's agent cuts a silent upstream (upstream-agent.ts).
       followRedirects: false,
     })
+    // Before the pass that sends it, a chunked body's framing is put back (body-framing.ts).
+    proxy.before('web', SENDING_PASS, keepChunked)
     proxy.on('econnreset', (_err, req) => clientWentAway(req))
     // No upgrade is ever forwarded (the agent's Upgrade is stripped): a 101 is the upstream
     // switching protocols unasked. With no 'upgrade' listener Node drops the socket and tells no
@@ -283,6 +286,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // A rewritten answer is read whole: asked for uncompressed (one that comes compressed anyway is refused).
       rewritten ? 'accept-encoding' : undefined,
     )
+    frameBody(req.headers, buffered)
+    markChunked(req, buffered)
     req.url = path
     const r = req as Forwarded
     r.wgSystemId = system.systemId

@@ -13,14 +13,22 @@ const HOP_BY_HOP = [
 ]
 const IS_HOP_BY_HOP = new Set(HOP_BY_HOP)
 
-/** The header names a Connection header lists (Transfer-Encoding left to Node), lower-cased. */
+/**
+ * Never removed for being named by a Connection header: how the message's body is delimited
+ * (Transfer-Encoding is left to Node, which re-frames the body for the next hop) and where it
+ * goes. A `Connection: content-length` that dropped the length would send the body upstream
+ * unframed, to be read there as a request of its own.
+ */
+const NEVER_NAMED = new Set(['transfer-encoding', 'content-length', 'host'])
+
+/** The header names a Connection header lists, but framing and Host, lower-cased. */
 function namedBy(connection: string | string[] | undefined): string[] {
   // What most clients send names no other header (Keep-Alive is hop-by-hop already).
   if (connection === undefined || connection === 'keep-alive') return []
   const names: string[] = []
   for (const part of String(connection).split(',')) {
     const h = part.trim().toLowerCase()
-    if (h !== '' && h !== 'transfer-encoding') names.push(h)
+    if (h !== '' && !NEVER_NAMED.has(h)) names.push(h)
   }
   return names
 }

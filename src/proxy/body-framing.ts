@@ -1,0 +1,41 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+
+/**
+ * How a forwarded request's body is delimited upstream, decided by the proxy rather than left to
+ * http-proxy and Node. A body that goes out unframed is read by the upstream as a request of its
+ * own, on a kept-alive connection the proxy shares with every agent: a write smuggled past the
+ * gate, with the injected credential and no receipt.
+ *
+ * - A body read whole (to decide on it, or to stage it) goes with its own length, whatever
+ *   framing the agent sent it in (Node's parser has taken the chunks apart).
+ * - A body streamed as it arrives keeps the agent's framing: its Content-Length, or its
+ *   Transfer-Encoding, which Node then re-chunks for the upstream.
+ */
+export function frameBody(headers: IncomingHttpHeaders, read: Buffer | undefined): void {
+  if (!read) return
+  headers['content-length'] = String(read.length)
+  // Rare (a chunked body read whole): deleted, as Node refuses an outgoing header set to undefined.
+  if (headers['transfer-encoding'] !== undefined) delete headers['transfer-encoding']
+}
+
+/** The http-proxy pass that `keepChunked` is run as, before the one that sends the request. */
+export const SENDING_PASS = 'stream'
+
+/**
+ * Run as an http-proxy pass just before it sends the request: http-proxy's own `deleteLength`
+ * pass gives a DELETE or OPTIONS without a Content-Length `content-length: 0` and drops its
+ * Transfer-Encoding, and the chunked body it then pipes would follow with no framing at all.
+ * A request whose body is still chunked gets its Transfer-Encoding back, and no length.
+ */
+export function keepChunked(req: IncomingMessage): void {
+  const chunked = (req as IncomingMessage & { wgChunked?: string }).wgChunked
+  if (chunked === undefined) return
+  req.headers['transfer-encoding'] = chunked
+  if (req.headers['content-length'] !== undefined) delete req.headers['content-length']
+}
+
+/** Marks a request whose body goes upstream as it arrives, chunked, for `keepChunked`. */
+export function markChunked(req: IncomingMessage, read: Buffer | undefined): void {
+  const te = req.headers['transfer-encoding']
+  if (!read && te !== undefined) (req as IncomingMessage & { wgChunked?: string }).wgChunked = te
+}
