@@ -392,7 +392,7 @@ export const ERRORS = {
     'tunnel_refused',
     403,
     'CONNECT tunnels are not gated and are refused for this host',
-    'gate-proxy: a CONNECT to a host not on the pass-through list (proxy.passthrough): a tunnel is opaque, so it would be ungated. The connection is then closed.',
+    'gate-proxy: a CONNECT to a host not on the pass-through list (proxy.passthrough), or to a host and port an enrolled system is served at (gated through interception, or refused: never tunnelled), or to an enrolled host the interception CA may not vouch for: a tunnel is opaque, so it would be ungated. The connection is then closed.',
   ),
   unmappedRoute: def(
     'unmapped_route',

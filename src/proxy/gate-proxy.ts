@@ -548,29 +548,52 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   /** Sockets handed to the CONNECT handler: the HTTP server no longer tracks them, but close() waits for them. */
   const tunnels = new Set<Socket>()
 
-  /** Whether `host:port` is an enrolled https upstream of the proxy's tenant (so interceptable). */
-  async function enrolledHttps(host: string, port: number | null): Promise<boolean> {
+  /**
+   * The tenant's systems on a host, or null while the proxy cannot tell (no identity or
+   * snapshot yet, Redis unreachable): a tunnel is then never opened on a guess.
+   */
+  async function systemsOn(host: string): Promise<SystemRecord[] | null> {
     const tenant = deps.identity.current()
-    if (!tenant) return false
+    if (!tenant) return null
     const snap = await deps.snapshots.get(tenant.tenantId).catch(() => null)
-    const systems = [...(snap?.systemsOnHost(host) ?? []), ...deps.local(tenant.tenantId).onHost(host)]
-    return systems.some((s) => {
-      const u = new URL(s.record.upstream)
+    if (!snap) return null
+    return [...snap.systemsOnHost(host), ...deps.local(tenant.tenantId).onHost(host)].map((s) => s.record)
+  }
+
+  /** An https system among them at `port` (any port when null): the host can be intercepted. */
+  const interceptable = (systems: SystemRecord[], port: number | null) =>
+    systems.some((s) => {
+      const u = new URL(s.upstream)
       return u.protocol === 'https:' && (port === null || Number(u.port || 443) === port)
     })
+
+  /**
+   * Whether an opaque tunnel to `port` of a listed host may open: only if no system of the
+   * tenant is served there. A pass-through entry never opens an ungated way to an enrolled
+   * system, whatever the list says.
+   */
+  const noSystemAt = (systems: SystemRecord[], port: number) =>
+    !systems.some((s) => {
+      const u = new URL(s.upstream)
+      return Number(u.port || (u.protocol === 'https:' ? 443 : 80)) === port
+    })
+
+  /** A CONNECT refused: answered, then closed (the socket is ours now, half-open until the client closes). */
+  function refuseTunnel(socket: Socket, def: ErrorDef, error?: string): void {
+    const { status, body } = refusalAnswer(def, {}, error)
+    endAndClose(socket, rawJsonAnswer(status, body))
   }
 
   /**
    * CONNECT to an enrolled https upstream, with an interception CA: terminated here and every
    * request in it gated. Otherwise an opaque tunnel, refused unless the host is on the
-   * ungated pass-through list.
+   * ungated pass-through list and of no enrolled system.
    */
   function onConnect(req: IncomingMessage, socket: Socket, head: Buffer): void {
     // A tunnel inside an intercepted one would leave the host its certificate was minted for.
     if (deps.interception?.authorityOf(socket) !== undefined) {
       deps.metrics.tlsRefused('host_mismatch')
-      const { status, body } = refusalAnswer(ERRORS.tunnelRefused, {}, 'no tunnel inside an intercepted one')
-      endAndClose(socket, rawJsonAnswer(status, body))
+      refuseTunnel(socket, ERRORS.tunnelRefused, 'no tunnel inside an intercepted one')
       return
     }
     tunnels.add(socket)
@@ -578,49 +601,46 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     const authority = (req.url ?? '').toLowerCase()
     const [host, port] = authority.split(':')
     const interception = deps.interception
-    if (interception && host && /^\d{1,5}$/.test(port ?? '443')) {
-      const portNumber = Number(port ?? 443)
-      enrolledHttps(host, portNumber)
-        .then(async (enrolled) => {
-          if (enrolled) {
-            const served = await interception.intercept(socket, head, host, portNumber, (tls) =>
-              server.emit('connection', tls),
-            )
-            if (served) return
-          }
-          tunnel(socket, head, authority, host, port)
-        })
-        .catch((err) => {
-          logger.error({ err }, 'CONNECT interception failed')
-          socket.destroy()
-        })
+    const listed =
+      deps.passthrough.has(authority) || (host !== undefined && passesThrough(host, port ?? '443'))
+    // Nothing to intercept and nothing listed: refused without asking the snapshot.
+    if (!host || !/^\d{1,5}$/.test(port ?? '443') || (!interception && !listed)) {
+      refuseTunnel(socket, ERRORS.tunnelRefused)
       return
     }
-    tunnel(socket, head, authority, host, port)
+    const portNumber = Number(port ?? 443)
+    systemsOn(host)
+      .then(async (systems) => {
+        if (socket.destroyed) return
+        if (systems && interception && interceptable(systems, portNumber)) {
+          if (
+            await interception.intercept(socket, head, host, portNumber, (tls) =>
+              server.emit('connection', tls),
+            )
+          )
+            return
+          // outside_ca (counted there): an enrolled host is never tunnelled ungated instead.
+          return refuseTunnel(
+            socket,
+            ERRORS.tunnelRefused,
+            'the interception CA may not vouch for this enrolled host',
+          )
+        }
+        if (!listed) return refuseTunnel(socket, ERRORS.tunnelRefused)
+        if (!systems) return refuseTunnel(socket, ERRORS.gateUnavailable)
+        if (!noSystemAt(systems, portNumber))
+          return refuseTunnel(socket, ERRORS.tunnelRefused, 'an enrolled system is never tunnelled ungated')
+        splice(socket, head, host, portNumber, 'HTTP/1.1 200 Connection Established\r\n\r\n')
+      })
+      .catch((err) => {
+        logger.error({ err }, 'CONNECT routing failed')
+        socket.destroy()
+      })
   }
 
   /** Whether an opaque, ungated tunnel to `host:port` is allowed: the host (at 443) or host:port is on the list. */
   function passesThrough(host: string, port: string): boolean {
     return deps.passthrough.has(`${host}:${port}`) || (port === '443' && deps.passthrough.has(host))
-  }
-
-  function tunnel(
-    socket: Socket,
-    head: Buffer,
-    authority: string,
-    host: string | undefined,
-    port: string | undefined,
-  ) {
-    const allowed =
-      deps.passthrough.has(authority) || (host !== undefined && passesThrough(host, port ?? '443'))
-    if (!allowed || !host) {
-      // Closed once answered (the socket is ours now, and half-open until the client closes),
-      // and a client that resets it meanwhile is handled by the server guard.
-      const { status, body } = refusalAnswer(ERRORS.tunnelRefused)
-      endAndClose(socket, rawJsonAnswer(status, body))
-      return
-    }
-    splice(socket, head, host, Number(port ?? 443), 'HTTP/1.1 200 Connection Established\r\n\r\n')
   }
 
   /** Joins the agent's socket to `host:port`, bytes both ways, `head` (what the agent sent already) first. */
@@ -672,12 +692,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // 443): an enrolled https host is intercepted, a pass-through one tunnelled to passthroughPort.
       const passthroughPort = deps.tlsPassthroughPort ?? 443
       tlsServer = interception.tlsPort(
-        async (h) =>
-          (await enrolledHttps(h, null))
-            ? 'intercept'
-            : deps.passthrough.has(h) || deps.passthrough.has(`${h}:${passthroughPort}`)
-              ? 'tunnel'
-              : 'refuse',
+        async (h) => {
+          const systems = await systemsOn(h)
+          if (systems && interceptable(systems, null)) return 'intercept'
+          if (!deps.passthrough.has(h) && !deps.passthrough.has(`${h}:${passthroughPort}`)) return 'refuse'
+          if (!systems) return 'unavailable'
+          return noSystemAt(systems, passthroughPort) ? 'tunnel' : 'refuse'
+        },
         (tls) => server.emit('connection', tls),
         (socket, hello, h) => {
           tunnels.add(socket)

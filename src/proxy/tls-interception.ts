@@ -6,7 +6,12 @@ import { readClientHello } from '../tls/client-hello.js'
 import type { LeafMinter } from '../tls/leaf-minter.js'
 
 /** What the TLS port does with a connection, by the SNI of its ClientHello. */
-export type TlsPortRoute = 'intercept' | 'tunnel' | 'refuse'
+/**
+ * How the TLS port handles a ClientHello's SNI: intercepted and gated, tunnelled opaque (a
+ * pass-through host), refused, or refused because the proxy cannot tell whether the host is
+ * enrolled (no identity or snapshot yet, Redis unreachable): never tunnelled on a guess.
+ */
+export type TlsPortRoute = 'intercept' | 'tunnel' | 'refuse' | 'unavailable'
 
 export interface TlsInterception {
   /**
@@ -110,6 +115,7 @@ export function createTlsInterception(deps: {
             (how) => {
               if (socket.destroyed) return
               if (how === 'refuse') return refuse('sni_not_enrolled')
+              if (how === 'unavailable') return refuse('gate_unavailable')
               if (how === 'tunnel') return tunnel(socket, held, host)
               // The TLS server reads the hello again from the socket's buffer.
               socket.unshift(held)
