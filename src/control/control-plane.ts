@@ -163,6 +163,7 @@ export async function createControlPlane(
     !settings.redis.url && settings.proxy.routesFile
       ? loadSystemsFile(settings.proxy.routesFile, 'proxy.routesFile (WRITEGATE_ROUTES_FILE)')
       : null
+  let routesFileTenant: string | null = null
   const metrics = overrides.metrics ?? createMetrics(settings.redis.url ? 'control-plane' : 'embedded')
 
   const cleanups: (() => Promise<void>)[] = []
@@ -312,7 +313,13 @@ export async function createControlPlane(
     // One keep-alive pool per upstream origin, opened on first use.
     const upstream = createUpstreamClient({ settings: settings.execute })
     cleanups.push(() => upstream.close())
-    const credentials = credentialResolverFor(settings.credentials, process.env, [systemsFile, routesFile])
+    // The embedded routes file's references are its proxy's tenant's, known once it is enrolled.
+    const credentials = credentialResolverFor(
+      settings.credentials,
+      process.env,
+      [systemsFile, routesFile],
+      () => routesFileTenant,
+    )
     const execute = createExecuteService({
       sor,
       audit,
@@ -420,6 +427,7 @@ export async function createControlPlane(
       auditTrail,
       systems: systemService,
       async enrolRoutesFile(tenantId, file) {
+        routesFileTenant = tenantId
         for (const s of file.systems) {
           // A system the file gives to another tenant is not this proxy's to enrol.
           if (s.tenantId !== undefined && s.tenantId !== tenantId) continue

@@ -2,6 +2,7 @@ import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { ERRORS } from '../core/errors.js'
+import { EXECUTE_REASONS, type ExecuteReason } from '../core/reasons.js'
 import {
   EXECUTE_BODY_MAX_BYTES,
   type ExecuteResult,
@@ -44,15 +45,9 @@ const executeBody = z
 const failClosed = z
   .object({
     ok: z.literal(false),
-    reason: z.enum([
-      'lease_mismatch',
-      'lease_expired',
-      'lease_used',
-      'lease_unknown',
-      'revoked',
-      'token_invalid',
-      'gate_error',
-    ]),
+    // Every reason the service can give (the registry): one missing here failed the answer's
+    // serialisation, a 500 instead of the receipt's reason (credential_unavailable was).
+    reason: z.enum(Object.keys(EXECUTE_REASONS) as [ExecuteReason, ...ExecuteReason[]]),
     upstreamCalled: z.literal(false),
     receiptId: z.string(),
   })

@@ -10,7 +10,7 @@ import type { CredentialRef } from './system-definition.js'
  * its own upstream and have writegate send it the database URL, the Redis password or
  * another tenant's token. The allowance is per process (`credentials.allowEnv`,
  * `credentials.allowFiles`), optionally per tenant (`ten_…:NAME`); references in the
- * operator's own systems or routes file are allowed as written.
+ * operator's own systems or routes file are allowed as written, for the tenant they enrol.
  */
 export type ResolvedCredential = { ok: true; header: string; value: string } | { ok: false; problem: string }
 
@@ -58,16 +58,40 @@ function realDir(dir: string): string | null {
 /** A header value Node will send as is: no line breaks or other control characters. */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
+/**
+ * A reference the operator wrote into this process's own systems or routes file, for the tenant
+ * the file enrols that system for: allowed as written for that tenant only. `null` is the tenant
+ * a routes file is bound to (`unboundTenant`), or, in a process that serves one tenant (a
+ * standalone proxy), that tenant.
+ */
+export interface OperatorRef {
+  tenantId: string | null
+  ref: CredentialRef
+}
+
 export function createCredentialResolver(deps: {
   env: NodeJS.ProcessEnv
   allow: CredentialAllowance
-  /** References the operator wrote into this process's own systems or routes file. */
-  operatorRefs?: readonly CredentialRef[]
+  operatorRefs?: readonly OperatorRef[]
+  /**
+   * The tenant the references without one belong to, once known (the control plane's embedded
+   * routes file: the proxy key's tenant); null allows them for no tenant yet. Left out in a
+   * process that serves one tenant only.
+   */
+  unboundTenant?: () => string | null
 }): CredentialResolver {
   const envEntries = deps.allow.env.map(parseEntry)
   const fileEntries = deps.allow.files.map(parseEntry)
-  const operatorEnv = new Set((deps.operatorRefs ?? []).flatMap((r) => (r.fromEnv ? [r.fromEnv] : [])))
-  const operatorFiles = new Set((deps.operatorRefs ?? []).flatMap((r) => (r.fromFile ? [r.fromFile] : [])))
+  const operatorRefs = deps.operatorRefs ?? []
+  // Another tenant's operator reference is no allowance: an admin could otherwise enrol a system
+  // of its own that names it, and have writegate send that tenant's secret to its upstream.
+  const operatorAllows = (tenantId: string, names: (ref: CredentialRef) => boolean) =>
+    operatorRefs.some(
+      (o) =>
+        names(o.ref) &&
+        (o.tenantId === tenantId ||
+          (o.tenantId === null && (deps.unboundTenant === undefined || deps.unboundTenant() === tenantId))),
+    )
 
   function secret(
     tenantId: string,
@@ -75,7 +99,7 @@ export function createCredentialResolver(deps: {
   ): { ok: true; value: string } | { ok: false; problem: string } {
     if (ref.fromEnv !== undefined) {
       const name = ref.fromEnv
-      if (!operatorEnv.has(name) && !envAllowed(envEntries, tenantId, name))
+      if (!operatorAllows(tenantId, (r) => r.fromEnv === name) && !envAllowed(envEntries, tenantId, name))
         return {
           ok: false,
           problem: `environment variable ${name} is not allowed by credentials.allowEnv (WRITEGATE_CREDENTIALS_ALLOW_ENV)`,
@@ -93,7 +117,7 @@ export function createCredentialResolver(deps: {
       return { ok: false, problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
     }
     const allowed =
-      operatorFiles.has(file) ||
+      operatorAllows(tenantId, (r) => r.fromFile === file) ||
       fileEntries.some((e) => {
         if (!forTenant(e, tenantId)) return false
         const dir = realDir(e.value)
@@ -123,15 +147,25 @@ export function createCredentialResolver(deps: {
   }
 }
 
-/** A process's resolver, from its `credentials` settings and the references in its own files. */
+/**
+ * A process's resolver, from its `credentials` settings and the references in its own files,
+ * each for the tenant its entry names (or `unboundTenant`'s, for an entry that names none).
+ */
 export function credentialResolverFor(
   settings: { allowEnv: readonly string[]; allowFiles: readonly string[] },
   env: NodeJS.ProcessEnv,
   files: (SystemsFile | null)[],
+  unboundTenant?: () => string | null,
 ): CredentialResolver {
   return createCredentialResolver({
     env,
     allow: { env: settings.allowEnv, files: settings.allowFiles },
-    operatorRefs: files.flatMap((f) => f?.systems.flatMap((s) => (s.credential ? [s.credential] : [])) ?? []),
+    operatorRefs: files.flatMap(
+      (f) =>
+        f?.systems.flatMap((s) =>
+          s.credential ? [{ tenantId: s.tenantId ?? null, ref: s.credential }] : [],
+        ) ?? [],
+    ),
+    ...(unboundTenant ? { unboundTenant } : {}),
   })
 }

@@ -73,7 +73,7 @@ t.test('entries may be for one tenant; the operator file references are allowed 
   const r = createCredentialResolver({
     env,
     allow: { env: ['ten_a:BILLING_TOKEN'], files: [] },
-    operatorRefs: [{ header: 'x', prefix: '', fromEnv: 'GITHUB_A' }],
+    operatorRefs: [{ tenantId: 'ten_a', ref: { header: 'x', prefix: '', fromEnv: 'GITHUB_A' } }],
   })
   t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }), { ok: true })
   t.match(
@@ -81,7 +81,36 @@ t.test('entries may be for one tenant; the operator file references are allowed 
     { ok: false },
     "another tenant cannot reach ten_a's secret",
   )
-  t.match(r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }), { ok: true })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }), { ok: true })
+  // A tenant admin who names another tenant's file reference in a system of its own enrolment
+  // would have writegate send that secret to its upstream.
+  t.match(
+    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }),
+    { ok: false, problem: /not allowed/ },
+    "ten_a's operator reference is no allowance for ten_b",
+  )
+})
+
+t.test("a routes file's references are its proxy's tenant's, once that is known", async (t) => {
+  const ref = { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }
+  let bound: string | null = null
+  const r = createCredentialResolver({
+    env,
+    allow: { env: [], files: [] },
+    operatorRefs: [{ tenantId: null, ref }],
+    unboundTenant: () => bound,
+  })
+  t.match(r.resolve('ten_a', ref), { ok: false }, 'before the file is enrolled: no tenant')
+  bound = 'ten_a'
+  t.match(r.resolve('ten_a', ref), { ok: true }, "the proxy's tenant")
+  t.match(r.resolve('ten_b', ref), { ok: false }, 'no other tenant')
+  // A standalone proxy serves one tenant: its routes file's references are that tenant's.
+  const single = createCredentialResolver({
+    env,
+    allow: { env: [], files: [] },
+    operatorRefs: [{ tenantId: null, ref }],
+  })
+  t.match(single.resolve('ten_a', ref), { ok: true })
 })
 
 t.test("writegate's own settings cannot be allowed for injection", async (t) => {
