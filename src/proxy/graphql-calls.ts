@@ -11,6 +11,7 @@ import { fillText } from '../actions/param-template.js'
 import type { GraphqlBinding } from '../core/enrolled-system.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
+import { callMediaType } from './call-media-type.js'
 
 /** One root mutation field a GraphQL request would execute: what the gate decides. */
 export interface GraphqlCall {
@@ -26,6 +27,8 @@ export type GraphqlRequest =
 
 const MAX_DOCUMENTS = 32
 const MAX_FRAGMENT_DEPTH = 32
+// Each is decided, with a receipt and a check of quota: a request is not a way to spend a month's.
+const MAX_MUTATIONS = 32
 // Variables are templated into targets: past this, reading them could exhaust the stack.
 const TOO_DEEP = `the request nests deeper than ${MAX_JSON_DEPTH} levels`
 
@@ -54,10 +57,21 @@ function operationsOf(
       }
       if (nestedDeeperThan(variables)) return TOO_DEEP
     }
-    return [{ query, variables: isObject(variables) ? variables : {} }]
+    if (!variablesObject(variables)) return NOT_AN_OBJECT
+    return [{ query, variables: variables ?? {} }]
   }
+  // Some servers read the request's parameters from its URL even on a POST (express-graphql
+  // prefers them to the body's): a document there is one the gate would not have read.
+  const url = new URL(pathWithQuery, 'http://gate.invalid').searchParams
+  if (PARAMETERS.some((p) => url.has(p))) return 'a POST carries GraphQL parameters in its URL'
+  const media = callMediaType(contentType)
+  if ('problem' in media) return media.problem
   const text = (body ?? Buffer.alloc(0)).toString('utf8')
-  if (/^application\/graphql\b/i.test(contentType)) return [{ query: text, variables: {} }]
+  if (media.essence === 'application/graphql') return [{ query: text, variables: {} }]
+  // Only JSON is read as JSON: a server that parses a form or text body its own way could find
+  // another document in the same bytes.
+  if (media.essence !== 'application/json')
+    return 'a GraphQL POST is sent as application/json or application/graphql'
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -76,10 +90,19 @@ function operationsOf(
       return isObject(e.extensions) && 'persistedQuery' in e.extensions
         ? 'a persisted query the gate cannot resolve (send the document itself)'
         : 'an operation has no query'
-    ops.push({ query: e.query, variables: isObject(e.variables) ? e.variables : {} })
+    if (!variablesObject(e.variables)) return NOT_AN_OBJECT
+    ops.push({ query: e.query, variables: (e.variables as Record<string, unknown> | null | undefined) ?? {} })
   }
   return ops
 }
+
+/** The request parameters of GraphQL over HTTP. */
+const PARAMETERS = ['query', 'variables', 'operationName', 'extensions']
+
+// A server that parses a string `variables` (express-graphql does) would run other values than
+// the gate decided on: only an object, null or none is read.
+const NOT_AN_OBJECT = 'variables is not an object'
+const variablesObject = (v: unknown) => v === undefined || v === null || isObject(v)
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v)
@@ -96,11 +119,16 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
   const fragments = new Map<string, FragmentDefinitionNode>()
   for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d)
   const calls: GraphqlCall[] = []
+  // Per operation, as a server collects root fields (graphql-js's collectFields): a named
+  // fragment spread a second time adds nothing. Walking it again instead would let a few hundred
+  // bytes of fragments that each spread the last twice expand to millions of fields.
+  let visited = new Set<string>()
   const walk = (set: SelectionSetNode, depth: number, variables: Record<string, unknown>): string | null => {
     if (depth > MAX_FRAGMENT_DEPTH) return 'fragments nest too deep'
     for (const sel of set.selections) {
       if (sel.kind === Kind.FIELD) {
         if (sel.name.value.startsWith('__')) continue
+        if (calls.length === MAX_MUTATIONS) return `a request holds at most ${MAX_MUTATIONS} mutation fields`
         // No prototype: an argument named `__proto__` is an argument like any other.
         const args: Record<string, unknown> = Object.create(null)
         for (const a of sel.arguments ?? []) args[a.name.value] = valueFromASTUntyped(a.value, variables)
@@ -109,8 +137,11 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
         const problem = walk(sel.selectionSet, depth + 1, variables)
         if (problem) return problem
       } else {
-        const f = fragments.get(sel.name.value)
-        if (!f) return `fragment ${sel.name.value} is not defined`
+        const name = sel.name.value
+        if (visited.has(name)) continue
+        visited.add(name)
+        const f = fragments.get(name)
+        if (!f) return `fragment ${name} is not defined`
         const problem = walk(f.selectionSet, depth + 1, variables)
         if (problem) return problem
       }
@@ -119,6 +150,7 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
   }
   for (const d of doc.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION || d.operation !== 'mutation') continue
+    visited = new Set()
     const problem = walk(d.selectionSet, 0, variablesOf(d, sent))
     if (problem) return problem
   }
@@ -170,7 +202,9 @@ export function readGraphqlRequest(req: {
     if (typeof found === 'string') return { ok: false, problem: found }
     // A mutation by GET would be a write some servers run and others refuse: refused here.
     if (found.length > 0 && req.method === 'GET') return { ok: false, problem: 'a mutation sent by GET' }
-    mutations.push(...found)
+    if (mutations.length + found.length > MAX_MUTATIONS)
+      return { ok: false, problem: `a request holds at most ${MAX_MUTATIONS} mutation fields` }
+    for (const m of found) mutations.push(m)
   }
   return { ok: true, mutations, reads }
 }

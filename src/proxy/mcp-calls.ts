@@ -2,6 +2,7 @@ import { fillText } from '../actions/param-template.js'
 import type { McpBinding } from '../core/enrolled-system.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
+import { callMediaType } from './call-media-type.js'
 
 /** One `tools/call` an MCP request would make: what the gate decides. */
 export interface McpCall {
@@ -41,7 +42,9 @@ function isId(v: unknown): v is string | number {
  * must not pass what it did not decide).
  */
 export function readMcpRequest(req: { contentType: string; body: Buffer }): McpRequest {
-  if (!/^application\/(?:[\w.+-]+\+)?json\b/i.test(req.contentType))
+  const media = callMediaType(req.contentType)
+  if ('problem' in media) return { ok: false, problem: media.problem }
+  if (!/^application\/(?:[\w.+-]+\+)?json$/.test(media.essence))
     return { ok: false, problem: 'an MCP message is sent as application/json' }
   let json: unknown
   try {

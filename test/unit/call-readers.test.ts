@@ -90,3 +90,102 @@ t.test('GraphQL: variables nested past 64 levels are unreadable, by POST or GET'
   t.match(get, { ok: false, problem: /deeper than 64 levels/ })
   t.match(graphql(`{"query":"{ viewer }","variables":{"a":${nested(40)}}}`), { ok: true, reads: 1 })
 })
+
+// Found in review: ways a server could read the same bytes as another request than the gate did.
+
+t.test('only a UTF-8 body is read: a server decoding UTF-7 would find another message', async (t) => {
+  // As UTF-7 this is a tools/call of delete_repository; as UTF-8 a tools/list with a string param.
+  const body = Buffer.from(
+    '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"x":"+ACIAfQ-,+ACI-method+ACI-:+ACI-tools/call+ACI-"}}',
+  )
+  for (const charset of ['utf-7', 'UTF-16', 'latin1', '"utf-7"'])
+    t.match(
+      readMcpRequest({ contentType: `application/json; charset=${charset}`, body }),
+      { ok: false, problem: /charset/ },
+      `MCP, charset=${charset}: refused`,
+    )
+  for (const charset of ['utf-8', 'UTF-8', 'utf8'])
+    t.match(readMcpRequest({ contentType: `application/json; charset=${charset}`, body }), { ok: true })
+  t.match(readMcpRequest({ contentType: 'application/json', body }), { ok: true }, 'no charset: UTF-8')
+  const query = Buffer.from('{"query":"{ viewer }"}')
+  t.match(
+    readGraphqlRequest({
+      method: 'POST',
+      pathWithQuery: '/graphql',
+      contentType: 'application/json; charset=utf-7',
+      body: query,
+    }),
+    { ok: false, problem: /charset/ },
+    'GraphQL, charset=utf-7: refused',
+  )
+})
+
+t.test(
+  'a GraphQL POST is read only as JSON or application/graphql, and never with URL parameters',
+  async (t) => {
+    const body = Buffer.from('{"x":"&query=mutation{deleteRepository(id:1)}&","query":"{viewer}"}')
+    for (const type of [
+      'application/x-www-form-urlencoded',
+      'text/plain',
+      'multipart/form-data; boundary=x',
+      'application/jsonx',
+    ])
+      t.match(
+        readGraphqlRequest({ method: 'POST', pathWithQuery: '/graphql', contentType: type, body }),
+        { ok: false },
+        `${type}: refused`,
+      )
+    t.match(
+      readGraphqlRequest({
+        method: 'POST',
+        pathWithQuery: '/graphql',
+        contentType: 'application/json',
+        body,
+      }),
+      {
+        ok: true,
+      },
+    )
+    for (const param of ['query=mutation%7Bx%7D', 'variables=%7B%7D', 'operationName=A', 'extensions=%7B%7D'])
+      t.match(
+        graphql('{"query":"{ viewer }"}', 'POST', `/graphql?${param}`),
+        { ok: false, problem: /URL/ },
+        `POST with ?${param}: refused`,
+      )
+    t.match(
+      graphql('{"query":"{ viewer }"}', 'POST', '/graphql?tenant=1'),
+      { ok: true },
+      'another URL parameter: read',
+    )
+  },
+)
+
+t.test(
+  'GraphQL variables must be an object: a string one would be parsed by some servers only',
+  async (t) => {
+    const doc = 'mutation($id: ID = \\"R_sandbox\\") { createIssue(id: $id) }'
+    t.match(graphql(`{"query":"${doc}","variables":"{\\"id\\":\\"R_prod\\"}"}`), {
+      ok: false,
+      problem: /variables/,
+    })
+    t.match(graphql(`{"query":"${doc}","variables":[1]}`), { ok: false, problem: /variables/ })
+    t.match(graphql(`{"query":"${doc}","variables":null}`), { ok: true })
+    t.match(graphql('{ viewer }', 'GET', '/graphql?query=%7Bviewer%7D&variables=%22x%22'), {
+      ok: false,
+      problem: /variables/,
+    })
+  },
+)
+
+t.test('fragments spread again add nothing, and a request holds at most 32 mutation fields', async (t) => {
+  // Each fragment spreads the one before twice: 2^26 fields if every spread were walked.
+  let doc = 'mutation{...F26} fragment F0 on Mutation{createIssue(id:"R1")}'
+  for (let i = 1; i <= 26; i++) doc += ` fragment F${i} on Mutation{...F${i - 1} ...F${i - 1}}`
+  const read = graphql(JSON.stringify({ query: doc }))
+  t.match(read, { ok: true }, 'read in one pass')
+  t.equal(read.ok && read.mutations.length, 1, 'one field: the one the server runs')
+  const many = `mutation{${Array.from({ length: 33 }, (_, i) => `a${i}:createIssue(id:"R${i}")`).join(' ')}}`
+  t.match(graphql(JSON.stringify({ query: many })), { ok: false, problem: /at most 32/ })
+  const enough = `mutation{${Array.from({ length: 32 }, (_, i) => `a${i}:createIssue(id:"R${i}")`).join(' ')}}`
+  t.match(graphql(JSON.stringify({ query: enough })), { ok: true })
+})

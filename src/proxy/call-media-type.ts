@@ -1,0 +1,21 @@
+import { MIMEType } from 'node:util'
+
+/**
+ * The media type of a body the gate reads as text (an MCP message, a GraphQL request), or why it
+ * is refused. The gate reads bytes as UTF-8; a server reads them in the charset the request
+ * names (Express's body parser honours any `utf-*`, UTF-7 included), and a body that reads as a
+ * harmless call in one charset can read as a write in another. So only UTF-8, or no charset, is
+ * read at all.
+ */
+export function callMediaType(contentType: string): { essence: string } | { problem: string } {
+  let type: MIMEType
+  try {
+    type = new MIMEType(contentType)
+  } catch {
+    return { problem: 'the content-type does not parse' }
+  }
+  const charset = type.params.get('charset')
+  if (charset !== null && !/^utf-?8$/i.test(charset))
+    return { problem: `the body's charset is ${charset}: only UTF-8 is read` }
+  return { essence: type.essence }
+}
