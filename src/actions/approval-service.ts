@@ -688,6 +688,7 @@ export function createApprovalService(deps: {
             contentType: u.contentType,
             body,
             latencyMs: u.latencyMs,
+            ...(u.incomplete ? { responseIncomplete: u.incomplete } : {}),
           },
           receipt,
           ...revert,

@@ -59,6 +59,12 @@ const result = z
     failure: z.string().optional(),
     timeout: z.boolean().optional(),
     latencyMs: z.number().int().optional(),
+    responseIncomplete: z
+      .string()
+      .optional()
+      .describe(
+        'executed, but the answer body could not be read whole (response_too_large, body_timeout): none is given',
+      ),
   })
   .describe('executed: status, contentType, body; denied: reason; upstream_error: status, failure, timeout')
 

@@ -97,6 +97,8 @@ function send(reply: FastifyReply, result: ExecuteResult) {
   }
   const u = result.upstream
   reply.header('x-writegate-upstream-status', String(u.status))
+  // The upstream answered but its body could not be read whole: none is relayed, and this says why.
+  if (u.incomplete) reply.header('x-writegate-upstream-incomplete', u.incomplete)
   if (u.location !== null) reply.header('x-writegate-upstream-location', u.location)
   // The body is the upstream's, served from our origin: never let a browser sniff it into HTML.
   reply.header('x-content-type-options', 'nosniff')

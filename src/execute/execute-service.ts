@@ -413,8 +413,9 @@ function outcomeDetail(sent: UpstreamOutcome): Record<string, unknown> {
     status: sent.status,
     upstreamCalled: true,
     latencyMs: sent.latencyMs,
-    responseBytes: sent.body.length,
-    responseSha256: sha256Hex(sent.body),
+    ...(sent.incomplete
+      ? { responseIncomplete: sent.incomplete }
+      : { responseBytes: sent.body.length, responseSha256: sha256Hex(sent.body) }),
     contentType: sent.contentType,
     ...(sent.location !== null ? { location: sent.location } : {}),
   }

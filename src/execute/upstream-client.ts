@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { Pool } from 'undici'
+import { type Dispatcher, Pool } from 'undici'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { checkUpstreamPath } from './upstream-url.js'
 
@@ -43,6 +43,11 @@ export type UpstreamOutcome =
       location: string | null
       body: Buffer
       latencyMs: number
+      /**
+       * Why the body is missing (empty here) though the status arrived: it outgrew
+       * `maxResponseBytes` or stalled. The upstream answered, so the write's fate is its status's.
+       */
+      incomplete?: UpstreamFailure
     }
   | {
       kind: 'failed'
@@ -128,6 +133,22 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
       const t0 = performance.now()
       const elapsed = () => Math.round(performance.now() - t0)
       let status: number | null = null
+      const one = (v: string | string[] | undefined) => (Array.isArray(v) ? (v[0] ?? null) : (v ?? null))
+      let head: Dispatcher.ResponseData | null = null
+      // The status arrived and then the body failed: below 500 the upstream did answer, and a
+      // write reported as "may or may not have happened" would be retried, so written twice.
+      const cut = (failure: UpstreamFailure): UpstreamOutcome =>
+        head && head.statusCode < 500
+          ? {
+              kind: 'response',
+              status: head.statusCode,
+              contentType: one(head.headers['content-type']),
+              location: one(head.headers.location),
+              body: Buffer.alloc(0),
+              latencyMs: elapsed(),
+              incomplete: failure,
+            }
+          : { kind: 'failed', failure, sent: true, status, latencyMs: elapsed() }
       try {
         const res = await pool.request({
           method: req.method as 'POST',
@@ -135,6 +156,7 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
           headers,
           body: req.body,
         })
+        head = res
         status = res.statusCode
         const chunks: Buffer[] = []
         let size = 0
@@ -142,11 +164,10 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
           size += (chunk as Buffer).length
           if (size > settings.maxResponseBytes) {
             res.body.destroy()
-            return { kind: 'failed', failure: 'response_too_large', sent: true, status, latencyMs: elapsed() }
+            return cut('response_too_large')
           }
           chunks.push(chunk as Buffer)
         }
-        const one = (v: string | string[] | undefined) => (Array.isArray(v) ? (v[0] ?? null) : (v ?? null))
         return {
           kind: 'response',
           status: res.statusCode,
@@ -157,6 +178,7 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
         }
       } catch (err) {
         const { failure, sent } = failureOf(err)
+        if (head) return cut(failure)
         return { kind: 'failed', failure, sent, status, latencyMs: elapsed() }
       }
     },

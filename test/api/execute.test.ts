@@ -431,10 +431,19 @@ t.test('upstream answers and failures are reported as they are', async (t) => {
   })
 
   t.test('an oversized answer is cut off and reported', async (t) => {
+    // Answered 200: the write happened; its body is not relayed, and a header says why.
     const { r } = await run((_q, res) => {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ x: 'y'.repeat(4096) }))
     })
-    t.match([r.status, r.body.failure, r.body.status], [502, 'response_too_large', 200])
+    t.same(
+      [r.status, r.headers['x-writegate-upstream-status'], r.headers['x-writegate-upstream-incomplete']],
+      [200, '200', 'response_too_large'],
+    )
+    // Answered 500: the upstream failed, and the write's fate is unknown, as any 5xx's.
+    const failed = await run((_q, res) => {
+      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ x: 'y'.repeat(4096) }))
+    })
+    t.match([failed.r.status, failed.r.body.failure, failed.r.body.status], [502, 'response_too_large', 500])
   })
 
   t.test(
