@@ -49,6 +49,7 @@ import { connectOnce, connectRedis, type RedisClient } from '../store/redis/conn
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
+import { addressesOf } from '../systems/host-addresses.js'
 import { createSystemService, type SystemService } from '../systems/system-service.js'
 import { createSystemsRegistry } from '../systems/systems-registry.js'
 import { VERSION } from '../version.js'
@@ -127,6 +128,8 @@ export interface ControlPlaneOverrides {
   hot?: HotStore
   metrics?: Metrics
   auditSigningKey?: KeyObject
+  /** How host names resolve (DNS), for the tests' names that must point somewhere given. */
+  addressesOf?: (host: string) => Promise<string[]>
   /**
    * scrypt's cost (log2 N) for the backup codes of new tenants. Tests make hundreds of tenants
    * and hand in a cheaper one than the default (2^14, about 40 ms a code); a stored hash names
@@ -280,6 +283,7 @@ export async function createControlPlane(
       clock,
       changes,
       allowPrivateUpstreams: settings.systems.allowPrivateUpstreams ?? !settings.redis.url,
+      addressesOf: overrides.addressesOf ?? addressesOf,
     })
 
     // Start-up repair: proxies' key index, quota floors and snapshot versions.

@@ -17,26 +17,56 @@ for (const [net, bits] of [
   ['192.0.0.0', 24],
   ['192.168.0.0', 16],
   ['198.18.0.0', 15],
+  // Multicast, reserved and broadcast: no upstream of anyone's.
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
 ] as const)
   PRIVATE.addSubnet(net, bits, 'ipv4')
 for (const [net, bits] of [
   ['::', 127],
   ['fc00::', 7],
   ['fe80::', 10],
+  ['ff00::', 8],
 ] as const)
   PRIVATE.addSubnet(net, bits, 'ipv6')
 
 /** Whether a host (a name or an IP literal, brackets allowed) is loopback, private or link-local. */
 export function isPrivateHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase()
+  // A fully qualified name's trailing dot names the same host (`localhost.` is localhost).
+  const h = host
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase()
+    .replace(/\.$/, '')
   if (h === 'localhost' || h.endsWith('.localhost')) return true
   const family = isIP(h)
   if (family === 4) return PRIVATE.check(h, 'ipv4')
   if (family === 6) {
-    // An IPv4 address written as IPv6 (::ffff:10.0.0.1) is that IPv4 address.
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(h)
-    if (mapped) return PRIVATE.check(mapped[1] as string, 'ipv4')
+    // An IPv4 address written as IPv6 (::ffff:10.0.0.1), or behind NAT64 (64:ff9b::10.0.0.1), is
+    // that IPv4 address.
+    const embedded = /^(?:::ffff|64:ff9b:):(\d+\.\d+\.\d+\.\d+)$/.exec(h)
+    if (embedded) return PRIVATE.check(embedded[1] as string, 'ipv4')
+    const nat64 = /^64:ff9b::([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(h)
+    if (nat64) {
+      const hi = Number.parseInt(nat64[1] as string, 16)
+      const lo = Number.parseInt(nat64[2] as string, 16)
+      return PRIVATE.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4')
+    }
     return PRIVATE.check(h, 'ipv6')
   }
   return false
+}
+
+/**
+ * Whether a host name resolves, now, to an address `isPrivateHost` refuses: a name is no safer
+ * than what it points at (`vm`, a cluster service, a record for 169.254.169.254). A name that
+ * does not resolve (yet) passes; the check is at enrolment, so a record changed later (DNS
+ * rebinding) is not caught here (docs/kubernetes.md: egress policy is the guard for that).
+ */
+export async function resolvesPrivate(
+  host: string,
+  addressesOf: (host: string) => Promise<string[]>,
+): Promise<string | null> {
+  if (isIP(host.replace(/^\[|\]$/g, '')) !== 0) return null
+  const addresses = await addressesOf(host).catch(() => [] as string[])
+  return addresses.find((a) => isPrivateHost(a)) ?? null
 }

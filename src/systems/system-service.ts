@@ -10,7 +10,7 @@ import { Vocabulary } from '../core/verbs.js'
 import type { StateChanges } from '../gate/state-change.js'
 import { actorOf, type KeyCaller } from '../identity/caller.js'
 import type { Stores, SystemOfRecord } from '../store/ports/index.js'
-import { isPrivateHost } from './private-upstream.js'
+import { isPrivateHost, resolvesPrivate } from './private-upstream.js'
 import { SYSTEM_LIMITS, type SystemDefinition, type SystemRecord, verbsOf } from './system-definition.js'
 import { paramsSchemaProblem } from './systems-registry.js'
 
@@ -66,22 +66,41 @@ export function createSystemService(deps: {
   changes: StateChanges
   /** Loopback, private and link-local upstreams (a setting; refused by default outside the embedded default). */
   allowPrivateUpstreams: boolean
+  /** The addresses a host name resolves to now (DNS), to refuse a name that points inside. */
+  addressesOf: (host: string) => Promise<string[]>
 }): SystemService {
   const { sor, audit, clock, changes } = deps
+
+  /**
+   * The upstream's host, outside any transaction (it may ask DNS): the operator's own file is
+   * trusted with its network; an admin's API call is not.
+   */
+  async function vetUpstream(actor: SystemActor, d: SystemDefinition): Promise<void> {
+    const host = new URL(d.upstream).hostname
+    if (actor.kind !== 'operator' && !deps.allowPrivateUpstreams) {
+      if (isPrivateHost(host))
+        fail(
+          ERRORS.privateUpstream,
+          { field: 'upstream', host },
+          {
+            message: `upstream: ${host} is a loopback, private or link-local address, which this installation does not allow`,
+          },
+        )
+      const address = await resolvesPrivate(host, deps.addressesOf)
+      if (address)
+        fail(
+          ERRORS.privateUpstream,
+          { field: 'upstream', host, address },
+          {
+            message: `upstream: ${host} resolves to ${address}, a loopback, private or link-local address, which this installation does not allow`,
+          },
+        )
+    }
+  }
 
   /** Checks what needs the tenant's state: its vocabulary, its other systems' tool names, the installation's rules. */
   async function vet(stores: Stores, actor: SystemActor, d: SystemDefinition): Promise<void> {
     const { tenantId } = actor
-    const host = new URL(d.upstream).hostname
-    // The operator's own file is trusted with its network; an admin's API call is not.
-    if (actor.kind !== 'operator' && !deps.allowPrivateUpstreams && isPrivateHost(host))
-      fail(
-        ERRORS.privateUpstream,
-        { field: 'upstream', host },
-        {
-          message: `upstream: ${host} is a loopback, private or link-local address, which this installation does not allow`,
-        },
-      )
     d.tools.forEach((t, j) => {
       const problem = paramsSchemaProblem(t.params)
       if (problem)
@@ -155,7 +174,8 @@ export function createSystemService(deps: {
   }
 
   const api: SystemService = {
-    create(caller, d) {
+    async create(caller, d) {
+      await vetUpstream(caller, d)
       return changes.apply(caller.tenantId, async (stores, stateVersion) => {
         const at = nowSeconds(clock)
         const existing = await stores.systems.get(caller.tenantId, d.systemId)
@@ -200,7 +220,8 @@ export function createSystemService(deps: {
       return record
     },
 
-    replace(caller, d, opts = {}) {
+    async replace(caller, d, opts = {}) {
+      await vetUpstream(caller, d)
       return changes.apply(caller.tenantId, async (stores, stateVersion) => {
         const at = nowSeconds(clock)
         const before = await current(stores, caller, d.systemId, opts.ifVersion)

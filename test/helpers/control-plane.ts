@@ -43,6 +43,8 @@ export interface StartOptions {
   auditSigningKey?: KeyObject
   /** A logger to read back (see `capturingLogger`); by default logs are silent. */
   logger?: Logger
+  /** How host names resolve: the tests' names point where a test says, not where DNS does. */
+  addressesOf?: (host: string) => Promise<string[]>
 }
 
 /**
@@ -72,6 +74,7 @@ export async function startControlPlane<K extends TestStorageKind>(
     logger: opts.logger ?? createLogger(settings.log.level),
     ...(opts.systems ? { systems: opts.systems } : {}),
     ...(opts.hot ? { hot: opts.hot } : {}),
+    ...(opts.addressesOf ? { addressesOf: opts.addressesOf } : {}),
     auditSigningKey: opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey,
     backupCodeCost: TEST_BACKUP_CODE_COST,
   })
