@@ -12,6 +12,7 @@ import type { GraphqlBinding } from '../core/enrolled-system.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType } from './call-media-type.js'
+import { caseVariantOf } from './member-case.js'
 
 /** One root mutation field a GraphQL request would execute: what the gate decides. */
 export interface GraphqlCall {
@@ -85,6 +86,8 @@ function operationsOf(
   const ops: Operation[] = []
   for (const e of entries) {
     if (!isObject(e)) return 'an operation is not an object'
+    const variant = caseVariantOf(e, PARAMETER_SET)
+    if (variant !== null) return `member ${variant} differs from a GraphQL parameter only by case`
     if (typeof e.query !== 'string')
       // A persisted query names a document by its hash; the gate cannot read what it would run.
       return isObject(e.extensions) && 'persistedQuery' in e.extensions
@@ -98,6 +101,7 @@ function operationsOf(
 
 /** The request parameters of GraphQL over HTTP. */
 const PARAMETERS = ['query', 'variables', 'operationName', 'extensions']
+const PARAMETER_SET: ReadonlySet<string> = new Set(PARAMETERS)
 
 // A server that parses a string `variables` (express-graphql does) would run other values than
 // the gate decided on: only an object, null or none is read.

@@ -3,6 +3,7 @@ import type { McpBinding } from '../core/enrolled-system.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType } from './call-media-type.js'
+import { caseVariantOf } from './member-case.js'
 
 /** One `tools/call` an MCP request would make: what the gate decides. */
 export interface McpCall {
@@ -63,6 +64,9 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   const reads: McpRead[] = []
   for (const m of messages) {
     if (!isObject(m) || m.jsonrpc !== '2.0') return { ok: false, problem: 'not a JSON-RPC 2.0 message' }
+    const variant = caseVariantOf(m, MESSAGE_MEMBERS)
+    if (variant !== null)
+      return { ok: false, problem: `member ${variant} differs from a JSON-RPC member only by case` }
     if (typeof m.method === 'string') {
       const hasId = 'id' in m
       if (hasId && !isId(m.id)) return { ok: false, problem: 'a request id must be a string or a number' }
@@ -74,6 +78,12 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
       const params = m.params
       if (!isObject(params) || typeof params.name !== 'string' || params.name === '')
         return { ok: false, problem: 'tools/call without a tool name' }
+      const paramVariant = caseVariantOf(params, CALL_PARAMS)
+      if (paramVariant !== null)
+        return {
+          ok: false,
+          problem: `tools/call param ${paramVariant} differs from name or arguments only by case`,
+        }
       if (params.arguments !== undefined && !isObject(params.arguments))
         return { ok: false, problem: 'tools/call arguments must be an object' }
       calls.push({
@@ -88,6 +98,9 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   }
   return { ok: true, calls, reads, batch }
 }
+
+const MESSAGE_MEMBERS: ReadonlySet<string> = new Set(['jsonrpc', 'method', 'params', 'id', 'result', 'error'])
+const CALL_PARAMS: ReadonlySet<string> = new Set(['name', 'arguments'])
 
 /** The verb (and target) a system maps a tool call to: the first tool route whose name (or glob) matches. */
 export function mapMcpCall(

@@ -189,3 +189,29 @@ t.test('fragments spread again add nothing, and a request holds at most 32 mutat
   const enough = `mutation{${Array.from({ length: 32 }, (_, i) => `a${i}:createIssue(id:"R${i}")`).join(' ')}}`
   t.match(graphql(JSON.stringify({ query: enough })), { ok: true })
 })
+
+t.test(
+  'a member that differs from a protocol member only by case is refused (Go decoders match it)',
+  async (t) => {
+    t.match(
+      mcp(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/list","METHOD":"tools/call","params":{"name":"delete_repo"}}',
+      ),
+      { ok: false, problem: /METHOD differs/ },
+    )
+    t.match(
+      mcp(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","Name":"delete_repo"}}',
+      ),
+      { ok: false, problem: /Name differs/ },
+    )
+    t.match(mcp('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{}}}'), {
+      ok: true,
+    })
+    t.match(graphql('{"query":"{ viewer }","QUERY":"mutation { deleteRepository(id: 1) }"}'), {
+      ok: false,
+      problem: /QUERY differs/,
+    })
+    t.match(graphql('{"query":"{ viewer }","operationname":"A"}'), { ok: false })
+  },
+)
