@@ -28,8 +28,10 @@ export function portalRoutes(deps: PortalDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     installPortalHttp(app, deps.sessions)
     app.get('/portal/assets/:name', async (req, reply) => {
-      const asset = ASSETS[(req.params as { name: string }).name as keyof typeof ASSETS]
-      if (!asset) fail(ERRORS.notFound)
+      const name = (req.params as { name: string }).name
+      // Own members only: `constructor` or `toString` is no asset (a lookup found Object's, a 500).
+      if (!Object.hasOwn(ASSETS, name)) fail(ERRORS.notFound)
+      const asset = ASSETS[name as keyof typeof ASSETS]
       return reply.type(asset.type).send(asset.body)
     })
     for (const routes of [

@@ -88,6 +88,13 @@ t.test('portal sessions', async (t) => {
     t.notMatch(page.body, /<script>|<style>|\son\w+=|style="/, 'no inline script, handler or style')
   })
 
+  t.test("an asset named like an object's own members is no asset: 404, not 500", async (t) => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
+      const r = await cp.app.inject({ method: 'GET', url: `/portal/assets/${name}` })
+      t.equal(r.statusCode, 404, name)
+    }
+  })
+
   t.test(
     'sign-in: the cookie is opaque, HttpOnly, SameSite=Strict, stored only hashed; receipts',
     async (t) => {
