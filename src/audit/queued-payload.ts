@@ -1,4 +1,4 @@
-import { NULLABLE_TEXT_MEMBERS, RECEIPT_DECISIONS, RECEIPT_KINDS } from '../core/receipt.js'
+import { DRAFT_MEMBERS, NULLABLE_TEXT_MEMBERS, RECEIPT_DECISIONS, RECEIPT_KINDS } from '../core/receipt.js'
 import type { DurablePayload } from '../store/ports/hot-store.js'
 
 const KINDS: ReadonlySet<unknown> = new Set(RECEIPT_KINDS)
@@ -6,6 +6,35 @@ const DECISIONS: ReadonlySet<unknown> = new Set([...RECEIPT_DECISIONS, null])
 
 const nullableString = (v: unknown) => v === undefined || v === null || typeof v === 'string'
 const plainObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+// What Postgres cannot hold in a text column or a jsonb value: NUL, and a UTF-16 surrogate
+// without its pair. The statement would fail, and its whole batch (other tenants' appends
+// included, in a shared group commit) with it.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+const UNSTORABLE = { test: (s: string) => s.includes('\u0000') || LONE_SURROGATE.test(s) }
+
+/** The first string (a value or a key) in `v` that Postgres cannot store, or null. */
+function unstorable(v: unknown, depth = 0): string | null {
+  if (typeof v === 'string') return UNSTORABLE.test(v) ? v : null
+  if (typeof v !== 'object' || v === null || depth > 64) return null
+  for (const [k, x] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
+    if (typeof k === 'string' && UNSTORABLE.test(k)) return k
+    const found = unstorable(x, depth + 1)
+    if (found !== null) return found
+  }
+  return null
+}
+
+const ACTION_TEXT = [
+  'actionId',
+  'systemId',
+  'tool',
+  'verb',
+  'principalId',
+  'keyId',
+  'stagedReceiptId',
+] as const
+const ACTION_NULLABLE_TEXT = ['target', 'environment', 'revertOf'] as const
 
 /**
  * Why a payload queued in a tenant's stream cannot go into that tenant's audit log, or null when
@@ -33,11 +62,27 @@ export function unfitPayload(tenantId: string, payload: unknown): string | null 
       if (!nullableString(d[k])) return `receipt ${d.receiptId}: ${k} is not a string`
     if (!(d.detail === undefined || plainObject(d.detail)))
       return `receipt ${d.receiptId}: detail is not an object`
+    // A member of its own (`hash`, `type`) would be hashed into the body and then overwritten
+    // in the stored row and the export: a chain that verifies online and not offline.
+    for (const k of Object.keys(d))
+      if (!DRAFT_MEMBERS.has(k)) return `receipt ${d.receiptId}: unknown member ${k}`
+    if (unstorable(d) !== null)
+      return `receipt ${d.receiptId}: a string Postgres cannot store (NUL, lone surrogate)`
   }
   for (const a of actions as unknown[]) {
     if (!plainObject(a)) return 'an action is not an object'
-    if ((a as Record<string, unknown>).tenantId !== tenantId)
-      return "an action of another tenant than the stream's"
+    const x = a as Record<string, unknown>
+    if (x.tenantId !== tenantId) return "an action of another tenant than the stream's"
+    for (const k of ACTION_TEXT)
+      if (typeof x[k] !== 'string' || x[k] === '') return `an action without its ${k}`
+    for (const k of ACTION_NULLABLE_TEXT)
+      if (!nullableString(x[k])) return `action ${x.actionId}: ${k} is not a string`
+    if (!plainObject(x.params)) return `action ${x.actionId}: params is not an object`
+    for (const k of ['createdAt', 'expiresAt'] as const)
+      if (!Number.isSafeInteger(x[k]) || (x[k] as number) < 0)
+        return `action ${x.actionId}: ${k} is not a time`
+    if (unstorable(x) !== null)
+      return `action ${x.actionId}: a string Postgres cannot store (NUL, lone surrogate)`
   }
   return null
 }

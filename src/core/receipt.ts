@@ -167,7 +167,8 @@ export const BODY_MEMBERS = [
   'verb',
 ] as const satisfies readonly (keyof Omit<Receipt, 'hash'>)[]
 
-const DRAFT_MEMBERS: ReadonlySet<string> = new Set(
+/** The members a draft may have: a body's, less what chaining adds (`seq`, `prevHash`). */
+export const DRAFT_MEMBERS: ReadonlySet<string> = new Set(
   BODY_MEMBERS.filter((k) => k !== 'seq' && k !== 'prevHash'),
 )
 const MEMBER_PREFIX = BODY_MEMBERS.map((k, i) => `${i === 0 ? '' : ','}${JSON.stringify(k)}:`)

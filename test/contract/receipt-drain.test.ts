@@ -246,6 +246,23 @@ t.test(
     ])
     await commit([draft({ receiptId: newId('receipt'), tenantId: other, kind: 'CHECK', createdAt: now() })])
     await redis.xadd(`${tr.prefix}{${ten}}:rq`, '*', 'r', '{not json')
+    // Found in review: right types, but a NUL Postgres refuses in a text column, and a member of
+    // its own that would be hashed into the body and then overwritten in the stored row.
+    await commit([
+      draft({
+        receiptId: newId('receipt'),
+        tenantId: ten,
+        kind: 'CHECK',
+        createdAt: now(),
+        keyId: 'key_\u0000x',
+      }),
+    ])
+    await commit([
+      {
+        ...draft({ receiptId: newId('receipt'), tenantId: ten, kind: 'CHECK', createdAt: now() }),
+        hash: 'x',
+      },
+    ])
     const [last] = await queueReceipts(hot, ten, 1)
     const drain = createReceiptDrain({
       queue: hot.receiptQueue as ReceiptQueue,
@@ -267,19 +284,19 @@ t.test(
     t.same(await sor.stores.receipts.list(other, 0, 10), [], "nothing in the other tenant's log")
     t.equal(
       await (hot.receiptQueue as ReceiptQueue).backlog([ten]),
-      3,
+      5,
       'the unfit entries stay in the stream',
     )
     const reported = () => lines.filter((l) => l.level === LOG_LEVEL.error)
     t.match(
       reported().map((l) => (l as unknown as { problem: string }).problem),
-      [/createdAt is not a time/, /another tenant/, /not an object/],
+      [/createdAt is not a time/, /another tenant/, /not an object/, /cannot store/, /unknown member hash/],
     )
     // Claimed again after claimIdleMs: still left alone, and not reported again.
     await new Promise((r) => setTimeout(r, 150))
     await drain.drainAll()
     t.equal((await sor.stores.receipts.list(ten, 0, 10)).length, 2)
-    t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 3)
-    t.equal(reported().length, 3, 'each reported once')
+    t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([ten]), 5)
+    t.equal(reported().length, 5, 'each reported once')
   },
 )
