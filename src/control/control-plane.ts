@@ -46,6 +46,7 @@ import type { Storage } from '../store/ports/storage.js'
 import { type Database, databaseTarget } from '../store/postgres/connect.js'
 import { createPostgresStorage } from '../store/postgres/storage.js'
 import { connectOnce, connectRedis, type RedisClient } from '../store/redis/connect.js'
+import { evictionPolicies } from '../store/redis/eviction-policy.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { createRedisRateLimitStore } from '../store/redis/rate-limit-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
@@ -199,6 +200,18 @@ export async function createControlPlane(
       await connectOnce(subscriber).catch((err: Error) => {
         throw unreachable('redis.url (WRITEGATE_REDIS_URL)', err)
       })
+      // The proxies share this server: one that may evict keys is refused here, at start-up.
+      const evicting = await evictionPolicies(redis).catch((err: Error) => {
+        logger.warn(
+          { err },
+          'Redis: its eviction policy could not be read (INFO); make sure it is noeviction',
+        )
+        return []
+      })
+      if (evicting.length > 0)
+        throw new ConfigError(
+          `invalid setting redis.url (WRITEGATE_REDIS_URL): the server's maxmemory-policy is ${evicting[0]}; writegate needs noeviction (an evicted grant marker or quota counter would let a single-use grant be used twice, an evicted stream would lose receipts)`,
+        )
       rateLimits = createRedisRateLimitStore(redis, settings.redis.keyPrefix)
       if (!hot) {
         const redisHot = createRedisHotStore({

@@ -1,11 +1,13 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import t from 'tap'
 import { randomBase62 } from '../../src/core/random.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { inPairs, ROOT as root, runCli } from '../helpers/cli.js'
+import { PrivateRedis } from '../helpers/redis-server.js'
 import { TEST_DATABASE_URL } from '../helpers/servers.js'
 
 const run = (args: string[], env: Record<string, string>) => runCli(args, { env })
@@ -229,4 +231,27 @@ t.test('the injector: a bad setting or a missing certificate is one line', async
   })
   const help = await run(['help'], {})
   t.match(help.stdout, /^ {2}injector +run the Kubernetes admission webhook/m)
+})
+
+t.test('a Redis that may evict keys stops start-up with one line naming the policy', async (t) => {
+  const server = new PrivateRedis()
+  await server.start()
+  t.teardown(() => server.kill())
+  const admin = new Redis(server.url)
+  t.teardown(() => admin.disconnect())
+  const start = () =>
+    run(['start'], {
+      WRITEGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'wg-cli-')),
+      WRITEGATE_REDIS_URL: server.url,
+      WRITEGATE_PORT: '0',
+    })
+  // A managed Redis's usual default: keys with a TTL (grant markers, quota counters) may go.
+  await admin.config('SET', 'maxmemory-policy', 'volatile-lru')
+  const refused = await start()
+  t.equal(refused.code, 1)
+  t.match(
+    refused.stderr,
+    /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): the server's maxmemory-policy is volatile-lru; writegate needs noeviction/,
+  )
+  t.equal(refused.stderr.split('\n').length, 1, 'one line')
 })
