@@ -32,8 +32,11 @@ export function compilePathPattern(source: string): PathPattern {
       re += '([^/]+)'
     } else re += escapeRegex(part)
   }
-  // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`.
-  re += wildcard ? '(?:/.*)?$' : '/?$'
+  // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`. A route is also its
+  // path with a format suffix (Rails routes `/v1/refunds.json` to `/v1/refunds`) and with
+  // trailing dots or spaces (IIS drops them): otherwise such a path would escape the route to a
+  // broader one, or to none.
+  re += wildcard ? '(?:/.*)?$' : '(?:\\.[A-Za-z0-9]+)?(?:\\.|%20)*/?$'
   const regex = new RegExp(re, 'i')
   return {
     source,

@@ -62,8 +62,13 @@ export function forwardedHeaders(
   const named = namedBy(headers.connection)
   const out: IncomingHttpHeaders = {}
   for (const name in headers) {
-    if (IS_HOP_BY_HOP.has(name) || stripped.has(name) || name === also) continue
-    if (named.length > 0 && named.includes(name)) continue
+    // CGI-style servers (Rack, PHP) read `X_HTTP_METHOD_OVERRIDE` as `X-HTTP-Method-Override`:
+    // a name is judged as the dashes it may become (rare: most names hold no underscore).
+    const as = name.includes('_') ? name.replaceAll('_', '-') : name
+    if (IS_HOP_BY_HOP.has(as) || stripped.has(as) || as === also) continue
+    if (named.length > 0 && named.includes(as)) continue
+    // Nor may the agent's own spelling of a header the proxy sets (the injected credential) ride along.
+    if (as !== name && Object.hasOwn(set, as)) continue
     const value = headers[name]
     if (value !== undefined) out[name] = value
   }

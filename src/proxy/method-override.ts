@@ -31,7 +31,22 @@ export const OVERRIDE_HEADERS = [
   'x-real-ip',
 ]
 
-/** Whether the query string has a `_method` parameter (any case, percent-encoded or not, `&` or `;` separated). */
+/**
+ * A query parameter's name as PHP registers it (`php_register_variable_ex`): leading spaces
+ * dropped, `.` and space made `_`, and an `[` made `_` unless it opens an array (`a[b]` is `a`).
+ * Symfony and Laravel read `_method` from what PHP registered, so `.method` and `[method` are it.
+ */
+function phpName(name: string): string {
+  let n = name.replace(/^ +/, '')
+  const open = n.indexOf('[')
+  if (open > 0 && n.indexOf(']', open) > open) n = n.slice(0, open)
+  return n.replace(/[ .[]/g, '_')
+}
+
+/**
+ * Whether the query string has a `_method` parameter: any case, percent-encoded or not, `&` or
+ * `;` separated, or spelled as PHP would register it as `_method`.
+ */
 export function carriesMethodOverride(pathWithQuery: string): boolean {
   const q = pathWithQuery.indexOf('?')
   if (q === -1) return false
@@ -44,6 +59,6 @@ export function carriesMethodOverride(pathWithQuery: string): boolean {
       try {
         decoded = decodeURIComponent(name)
       } catch {}
-      return decoded.trim().toLowerCase() === '_method'
+      return phpName(decoded).trim().toLowerCase() === '_method'
     })
 }

@@ -58,6 +58,12 @@ t.test('method and path overrides never reach the upstream', async (t) => {
       ['POST', '?%5Fmethod=DELETE'],
       ['POST', '?_METHOD=delete'],
       ['GET', '?_method=DELETE'],
+      // As PHP registers them (found in review): Symfony and Laravel read each as _method.
+      ['POST', '?.method=DELETE'],
+      ['POST', '?[method=DELETE'],
+      ['POST', '?+.method=DELETE'],
+      ['POST', '?%20.method=DELETE'],
+      ['POST', '?_method[]=DELETE'],
     ] as const) {
       const path = `/sys_billing/v1/${method === 'POST' ? 'verify' : 'anything'}${query}`
       const r = await agentRequest(port, { method, path, ...(method === 'POST' ? { body: '{}' } : {}) })
@@ -71,4 +77,29 @@ t.test('method and path overrides never reach the upstream', async (t) => {
     })
     t.equal(similar.status, 200, 'other parameters are not mistaken for it')
   })
+
+  t.test(
+    'an override header spelled with underscores is stripped too (CGI reads it as dashes)',
+    async (t) => {
+      const before = upstream.received.length
+      const underscored = {
+        x_http_method_override: 'DELETE',
+        'x-http-method_override': 'DELETE',
+        x_forwarded_host: 'evil.example',
+        x_original_url: '/v1/refunds',
+        proxy_authorization: 'Basic eA==',
+      }
+      const r = await agentRequest(port, {
+        method: 'POST',
+        path: '/sys_billing/v1/verify',
+        headers: { ...underscored, x_normal_header: 'kept' },
+        body: '{}',
+      })
+      t.equal(r.status, 200)
+      const [got] = upstream.received.slice(before)
+      for (const name of Object.keys(underscored))
+        t.equal(got?.headers[name], undefined, `${name} not sent upstream`)
+      t.equal(got?.headers.x_normal_header, 'kept', 'another underscored header is')
+    },
+  )
 })

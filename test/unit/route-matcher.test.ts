@@ -52,6 +52,14 @@ const cases: [string, string, { verb: string; target: string | null } | null][] 
   ['HEAD', '/v1/reports/7', { verb: 'report.read', target: null }],
   ['HEAD', '/v1/exports', { verb: 'export.probe', target: null }],
   ['HEAD', '/v1/refunds', null],
+  // A format suffix, trailing dots or spaces: the same route to Rails or IIS (found in review).
+  ['POST', '/v1/refunds.json', { verb: 'refund.create', target: null }],
+  ['POST', '/v1/refunds.', { verb: 'refund.create', target: null }],
+  ['POST', '/v1/refunds%20', { verb: 'refund.create', target: null }],
+  ['POST', '/v1/refunds.json/', { verb: 'refund.create', target: null }],
+  ['GET', '/v1/exports.csv', { verb: 'export.read', target: null }],
+  ['POST', '/v1/refundsX', null],
+  ['POST', '/v1/refunds.json.x!', null],
 ]
 
 t.test(
