@@ -5,6 +5,7 @@ import type { RouteMatch } from '../core/route-matcher.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import { createParamsAjv } from './params-schema.js'
+import { paramsSchemaShapeProblem } from './params-schema-shape.js'
 
 export interface ParamIssue {
   path: string
@@ -59,7 +60,9 @@ export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): Syste
     let v = validators.get(key)
     if (!v) {
       try {
-        v = ajv.compile(tool.params)
+        // Enrolment refuses these shapes; one stored before it did validates nothing either.
+        const problem = paramsSchemaShapeProblem(tool.params)
+        v = problem === null ? ajv.compile(tool.params) : new Error(problem)
       } catch (err) {
         // Enrolment refuses schemas ajv cannot compile; one that got in anyway validates nothing.
         v = err as Error
@@ -106,6 +109,8 @@ export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): Syste
 
 /** Whether ajv can compile a tool's params schema: enrolment refuses one it cannot (400, naming the tool). */
 export function paramsSchemaProblem(schema: Record<string, unknown>): string | null {
+  const problem = paramsSchemaShapeProblem(schema)
+  if (problem !== null) return problem
   try {
     createParamsAjv().compile(schema)
     return null

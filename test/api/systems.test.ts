@@ -185,6 +185,48 @@ for (const kind of API_BACKENDS) {
           'invalid_request',
           /tools\.0\.params: not a valid JSON Schema: .*unsupported Perl syntax/,
         ],
+        // Found in review: each compiled, then crashed the process ($async), broke another
+        // tenant's tool ($id), or held the event loop for seconds (uniqueItems, size, depth).
+        [
+          withParams({ $async: true, type: 'object', properties: { id: { type: 'string', maxLength: 3 } } }),
+          400,
+          'invalid_request',
+          /tools\.0\.params: not a valid JSON Schema: \$async is not supported/,
+        ],
+        [
+          withParams({ $id: 'https://example.com/shared.json', type: 'object' }),
+          400,
+          'invalid_request',
+          /\$id is not supported/,
+        ],
+        [
+          withParams({ type: 'object', properties: { a: { type: 'array', uniqueItems: true } } }),
+          400,
+          'invalid_request',
+          /uniqueItems is not supported/,
+        ],
+        [
+          withParams({
+            type: 'object',
+            properties: Object.fromEntries(
+              Array.from({ length: 1_001 }, (_, i) => [`p${i}`, { type: 'string' }]),
+            ),
+          }),
+          400,
+          'invalid_request',
+          /more than 1000 objects/,
+        ],
+        [
+          withParams(
+            Array.from({ length: 17 }).reduce<Record<string, unknown>>(
+              (inner) => ({ type: 'object', properties: { a: inner } }),
+              { type: 'string' },
+            ),
+          ),
+          400,
+          'invalid_request',
+          /nested deeper than 32 levels/,
+        ],
         [
           billing({ routes: [{ method: 'POST', path: '/v1/{a}-{b}', verb: 'verify' }] }),
           400,
