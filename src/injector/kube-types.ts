@@ -79,6 +79,8 @@ export interface PodSpec {
   /** The node's process namespace: the pod sees every process on the node, the proxy's included. */
   hostPID?: boolean
   securityContext?: { runAsUser?: number }
+  /** Nameservers the pod names itself (with `dnsPolicy: None`, its only ones). */
+  dnsConfig?: { nameservers?: string[] }
 }
 
 export interface ObjectMeta {

@@ -99,6 +99,24 @@ function impostor(pod: Pod, req: InjectionRequest, opts: InjectorOptions): strin
   return undefined
 }
 
+/** The order the injector puts its init containers in, ahead of every other. */
+const INIT_ORDER = [CA_BUNDLE_CONTAINER, INIT_CONTAINER, PROXY_CONTAINER]
+
+/**
+ * Writegate's init containers a pod already has (copied from an injected pod, say) must be
+ * where the injector puts them: first, in its order. Otherwise a container of the pod's own (a
+ * native sidecar, say) would run before the iptables rules and hold a connection they never see.
+ */
+function outOfOrder(inits: Container[]): string | undefined {
+  const names = inits.map((c) => c.name)
+  const ours = names.filter((n) => WRITEGATE_CONTAINERS.has(n))
+  const prefix = names.slice(0, ours.length)
+  const ordered = [...ours].sort((a, b) => INIT_ORDER.indexOf(a) - INIT_ORDER.indexOf(b))
+  if (prefix.join('\n') !== ordered.join('\n'))
+    return `writegate's init containers (${ours.join(', ')}) must come first, in the order ${INIT_ORDER.join(', ')}, before any of the pod's own`
+  return undefined
+}
+
 /** Reasons this pod cannot be gated as asked; the first one found is reported. */
 function conflicts(
   pod: Pod,
@@ -111,6 +129,12 @@ function conflicts(
     return 'writegate cannot inject into a pod with hostNetwork: true (the proxy and its rules would act on the node)'
   const fake = impostor(pod, req, opts)
   if (fake) return fake
+  const misplaced = outOfOrder(spec.initContainers ?? [])
+  if (misplaced) return misplaced
+  // Port 53 to the pod's nameservers is let through the enforce rules (they are read from the
+  // pod's resolv.conf): a nameserver the pod names itself would be a way out on its own.
+  if (req.enforce && (spec.dnsConfig?.nameservers?.length ?? 0) > 0)
+    return "under writegate.io/enforce a pod cannot name its own nameservers (dnsConfig.nameservers): DNS to them would pass the proxy's rules"
   // Mounted among the credentials a system's `fromFile` may read, the proxy's own Secret (its
   // API key, the Redis URL and password) or the CA's key could be sent to a tenant's upstream.
   const own = req.credentialSecrets.find((s) => s === req.proxySecret || s === req.tlsCaSecret)

@@ -742,3 +742,53 @@ t.test(
     )
   },
 )
+
+// Found in review: ways out of an enforced pod that the rules themselves could not see.
+t.test("writegate's own init containers, copied into a pod, must come first and in order", async (t) => {
+  const review = fixture('review-enforce-pod.json')
+  const injected = applyJsonPatch(review.request.object, patchOf(answerReview(review, opts).body)) as Pod
+  const ours = (injected.spec.initContainers ?? []).filter((c) => c.name.startsWith('writegate-'))
+  t.same(
+    ours.map((c) => c.name),
+    ['writegate-init', 'writegate-proxy'],
+  )
+  const tunnel: Container = {
+    name: 'tunnel',
+    image: 'evil.example/tunnel:1',
+    restartPolicy: 'Always',
+    securityContext: { runAsUser: 1000, allowPrivilegeEscalation: false },
+  }
+  for (const [name, inits] of [
+    ['a native sidecar of its own before the rules', [tunnel, ...ours]],
+    ['the proxy before the rules', [ours[1], ours[0], tunnel]],
+  ] as [string, Container[]][]) {
+    const again = fixture('review-enforce-pod.json')
+    again.request.object.spec.initContainers = inits
+    const body = answerReview(again, opts).body as AdmissionResponseBody
+    t.equal(body.response.allowed, false, `${name}: refused`)
+    t.match(body.response.status?.message, /init containers .* must come first/)
+  }
+  const inOrder = fixture('review-enforce-pod.json')
+  inOrder.request.object.spec.initContainers = [...ours, tunnel]
+  t.equal(
+    (answerReview(inOrder, opts).body as AdmissionResponseBody).response.allowed,
+    true,
+    'first and in order: allowed',
+  )
+})
+
+t.test('an enforced pod cannot name its own nameservers (DNS to them passes the rules)', async (t) => {
+  const review = fixture('review-enforce-pod.json')
+  review.request.object.spec.dnsPolicy = 'None'
+  review.request.object.spec.dnsConfig = { nameservers: ['203.0.113.5'] }
+  const body = answerReview(review, opts).body as AdmissionResponseBody
+  t.equal(body.response.allowed, false)
+  t.match(body.response.status?.message, /cannot name its own nameservers/)
+  const plain = fixture('review-annotated-pod.json')
+  plain.request.object.spec.dnsConfig = { nameservers: ['203.0.113.5'] }
+  t.equal(
+    (answerReview(plain, opts).body as AdmissionResponseBody).response.allowed,
+    true,
+    'not enforced: there are no rules to pass',
+  )
+})
