@@ -36,7 +36,7 @@ export function compilePathPattern(source: string): PathPattern {
   // path with a format suffix (Rails routes `/v1/refunds.json` to `/v1/refunds`) and with
   // trailing dots or spaces (IIS drops them): otherwise such a path would escape the route to a
   // broader one, or to none.
-  re += wildcard ? '(?:/.*)?$' : '(?:\\.[A-Za-z0-9]+)?(?:\\.|%20)*/?$'
+  re += `(?:\\.[A-Za-z0-9]+)?(?:\\.|%20)*${wildcard ? '(?:/.*)?$' : '/?$'}`
   const regex = new RegExp(re, 'i')
   return {
     source,

@@ -17,5 +17,11 @@ export function callMediaType(contentType: string): { essence: string } | { prob
   const charset = type.params.get('charset')
   if (charset !== null && !/^utf-?8$/i.test(charset))
     return { problem: `the body's charset is ${charset}: only UTF-8 is read` }
+  // Parsers disagree on a second charset (MIMEType keeps the first, Express's the last) and on
+  // one it cannot read (` charset = utf-7`): a header that names a charset other than the one
+  // read here is refused.
+  const named = contentType.match(/charset/gi)?.length ?? 0
+  if (named > 1 || (named === 1 && charset === null))
+    return { problem: 'the content-type names its charset more than once, or unreadably' }
   return { essence: type.essence }
 }

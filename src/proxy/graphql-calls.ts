@@ -71,7 +71,8 @@ function operationsOf(
   if (media.essence === 'application/graphql') return [{ query: text, variables: {} }]
   // Only JSON is read as JSON: a server that parses a form or text body its own way could find
   // another document in the same bytes.
-  if (media.essence !== 'application/json')
+  // application/graphql+json: the request type of earlier GraphQL-over-HTTP drafts, JSON too.
+  if (media.essence !== 'application/json' && media.essence !== 'application/graphql+json')
     return 'a GraphQL POST is sent as application/json or application/graphql'
   let json: unknown
   try {

@@ -7,8 +7,12 @@
 export function caseVariantOf(obj: Record<string, unknown>, members: ReadonlySet<string>): string | null {
   for (const key of Object.keys(obj)) {
     if (members.has(key)) continue
-    const lower = key.toLowerCase()
-    for (const m of members) if (m.toLowerCase() === lower) return key
+    // Folded as Go folds (upper of lower): `ſ` is `S` there and `K` (Kelvin) is `K`, though
+    // JavaScript's toLowerCase alone leaves `ſ` as it is.
+    const folded = fold(key)
+    for (const m of members) if (fold(m) === folded) return key
   }
   return null
 }
+
+const fold = (s: string) => s.toLowerCase().toUpperCase()

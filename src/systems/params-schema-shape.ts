@@ -15,8 +15,12 @@ const REFUSED: ReadonlyMap<string, string> = new Map([
   ['uniqueItems', 'uniqueItems is not supported (its cost grows with the square of the array)'],
 ])
 
-/** Why a params schema's shape is refused before ajv sees it, or null. */
-export function paramsSchemaShapeProblem(schema: unknown): string | null {
+/**
+ * Why a params schema's shape is refused before ajv sees it, or null. `stored`: a schema
+ * enrolled before these rules, which still compiles as long as it is not unsafe to run
+ * (`uniqueItems` is only costly: such a tool keeps working until its system is changed).
+ */
+export function paramsSchemaShapeProblem(schema: unknown, opts: { stored?: boolean } = {}): string | null {
   let nodes = 0
   const walk = (v: unknown, depth: number): string | null => {
     if (typeof v !== 'object' || v === null) return null
@@ -27,7 +31,7 @@ export function paramsSchemaShapeProblem(schema: unknown): string | null {
       if (typeof k === 'string' && !Array.isArray(v)) {
         const refused = REFUSED.get(k)
         // Also a property of that name under `properties`: rare in tool params, and refused simply.
-        if (refused !== undefined && (k !== 'uniqueItems' || x === true)) return refused
+        if (refused !== undefined && (k !== 'uniqueItems' || (x === true && !opts.stored))) return refused
       }
       const problem = walk(x, depth + 1)
       if (problem !== null) return problem

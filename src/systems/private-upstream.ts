@@ -43,9 +43,10 @@ export function isPrivateHost(host: string): boolean {
   if (family === 6) {
     // An IPv4 address written as IPv6 (::ffff:10.0.0.1), or behind NAT64 (64:ff9b::10.0.0.1), is
     // that IPv4 address.
-    const embedded = /^(?:::ffff|64:ff9b:):(\d+\.\d+\.\d+\.\d+)$/.exec(h)
+    const embedded = /^(?:::ffff|64:ff9b:|64:ff9b:1:):(\d+\.\d+\.\d+\.\d+)$/.exec(h)
     if (embedded) return PRIVATE.check(embedded[1] as string, 'ipv4')
-    const nat64 = /^64:ff9b::([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(h)
+    // The well-known prefix and the local-use one (64:ff9b:1::/48), the IPv4 address last.
+    const nat64 = /^64:ff9b(?::1)?::([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(h)
     if (nat64) {
       const hi = Number.parseInt(nat64[1] as string, 16)
       const lo = Number.parseInt(nat64[2] as string, 16)

@@ -61,7 +61,7 @@ export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): Syste
     if (!v) {
       try {
         // Enrolment refuses these shapes; one stored before it did validates nothing either.
-        const problem = paramsSchemaShapeProblem(tool.params)
+        const problem = paramsSchemaShapeProblem(tool.params, { stored: true })
         v = problem === null ? ajv.compile(tool.params) : new Error(problem)
       } catch (err) {
         // Enrolment refuses schemas ajv cannot compile; one that got in anyway validates nothing.

@@ -36,6 +36,7 @@ t.test('upstream names are judged by what they resolve to', async (t) => {
     ['http://localhost.:8080', /loopback/],
     ['http://[64:ff9b::7f00:1]', /loopback/],
     ['http://[64:ff9b::10.1.2.3]', /loopback/],
+    ['http://[64:ff9b:1::a9fe:a9fe]', /loopback/],
     ['http://224.0.0.251', /loopback/],
     ['http://[ff02::1]', /loopback/],
   ]

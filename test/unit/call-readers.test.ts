@@ -215,3 +215,30 @@ t.test(
     t.match(graphql('{"query":"{ viewer }","operationname":"A"}'), { ok: false })
   },
 )
+
+// Found in a second review of the fixes above.
+t.test("case variants are folded as Go folds them ('ſ' is 's' there)", async (t) => {
+  t.match(
+    mcp(
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund","arguments":{"amount":1},"argumentſ":{"amount":1000000}}}',
+    ),
+    { ok: false, problem: /argumentſ differs/ },
+  )
+  t.match(graphql('{"query":"{ viewer }","variableſ":{}}'), { ok: false })
+})
+
+t.test('a charset named twice, or unreadably, is refused (parsers disagree on which counts)', async (t) => {
+  const body = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+  for (const type of ['application/json; charset=utf-8; charset=utf-7', 'application/json; charset = utf-7'])
+    t.match(readMcpRequest({ contentType: type, body }), { ok: false, problem: /charset/ }, type)
+  t.match(
+    readGraphqlRequest({
+      method: 'POST',
+      pathWithQuery: '/graphql',
+      contentType: 'application/graphql+json',
+      body: Buffer.from('{"query":"{ viewer }"}'),
+    }),
+    { ok: true },
+    'application/graphql+json is JSON',
+  )
+})

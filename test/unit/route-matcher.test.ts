@@ -60,6 +60,8 @@ const cases: [string, string, { verb: string; target: string | null } | null][] 
   ['GET', '/v1/exports.csv', { verb: 'export.read', target: null }],
   ['POST', '/v1/refundsX', null],
   ['POST', '/v1/refunds.json.x!', null],
+  ['POST', '/v1/admin.json', { verb: 'admin.write', target: null }],
+  ['POST', '/v1/admin./users', { verb: 'admin.write', target: null }],
 ]
 
 t.test(
