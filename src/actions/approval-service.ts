@@ -510,6 +510,15 @@ export function createApprovalService(deps: {
 
     async approve(caller, actionId, input) {
       const action = await live(caller.tenantId, actionId)
+      // The write goes to the system as it is now: if it changed after staging (another upstream,
+      // credential or tool), the approver would authorise something other than what was shown.
+      const system = await systems.system(caller.tenantId, action.systemId)
+      if (system && system.updatedAt > action.createdAt)
+        fail(ERRORS.actionSystemChanged, {
+          actionId,
+          systemId: action.systemId,
+          systemVersion: system.version,
+        })
       // 1. Edits, re-validated; the target follows the params when the tool templates it.
       const { ref, params, target, request, detail } = await plan(action, input)
 

@@ -281,6 +281,12 @@ export const ERRORS = {
     'action not found',
     'No pending, unexpired agent action with this id in the tenant.',
   ),
+  actionSystemChanged: def(
+    'action_system_changed',
+    409,
+    'the system changed since this action was staged',
+    "The action's system (its upstream, credential, routes or tools) was changed after the action was staged, so what would be sent is not what the approver was shown. Nothing is sent; dismiss the action and have the agent stage the write again.",
+  ),
   totpRequired: def(
     'totp_required',
     401,
