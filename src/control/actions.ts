@@ -164,7 +164,7 @@ export function actionsRoutes(deps: {
         schema: {
           summary: 'Approve a pending agent action: re-check, TOTP when step-up is required, then write',
           description:
-            'Body: totpCode (authenticator or backup code; required while the re-check says STEP_UP) and params (edits merged over the staged params, re-validated). 200 executed or denied; 401 totp_required / totp_invalid; 404 action_not_found; 429 approval_locked; 502 upstream_error (the action is pending again). See docs/execute.md.',
+            'Body: totpCode (authenticator or backup code; required while the re-check says STEP_UP) and params (edits merged over the staged params, re-validated). 200 executed or denied; 401 totp_required / totp_invalid; 404 action_not_found; 409 action_system_changed (the system changed since staging: nothing sent); 429 approval_locked; 502 upstream_error (the action is pending again). See docs/execute.md.',
           params: idParams,
           body: z
             .object({

@@ -19,6 +19,16 @@ import { BILLING_CREDENTIALS, enrolSystems } from '../helpers/proxy-fixtures.js'
  */
 
 const ROUTES = [{ method: 'POST' as const, path: '/v1/wipe', verb: 'repo.delete' }]
+/** The enrolled https system every case puts on localhost, verified against its own CA. */
+const billingOn = (upstream: { origin: string; caPem: string }) => ({
+  systemId: 'sys_billing',
+  kind: 'http' as const,
+  upstream: upstream.origin,
+  caBundle: upstream.caPem,
+  reads: 'pass' as const,
+  routes: ROUTES,
+  tools: [],
+})
 const wipe = (port: number) =>
   `POST /v1/wipe HTTP/1.1\r\nHost: localhost:${port}\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`
 
@@ -68,20 +78,7 @@ t.test('an enrolled host the interception CA cannot vouch for is refused, not tu
   // Made before localhost was enrolled (its rotation not done yet): it does not permit localhost.
   const { caCertFile, caKeyFile } = await caFiles(['example.com'])
   const bench = await startBillingProxy(t, {
-    systems: () => ({
-      passthrough: [],
-      systems: [
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          reads: 'pass' as const,
-          routes: ROUTES,
-          tools: [],
-        },
-      ],
-    }),
+    systems: () => ({ passthrough: [], systems: [billingOn(upstream)] }),
     verbs: ['repo.delete'],
     proxy: {
       passthrough: [`localhost:${upstream.port}`, 'localhost'],
@@ -106,20 +103,7 @@ t.test('while the proxy cannot read what is enrolled, a listed host is not tunne
   const tenant = await api.newTenant()
   const agent = await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: tenant.apiKey })
   await api.post('/v1/verbs', { name: 'repo.delete' }, { bearer: tenant.apiKey })
-  await enrolSystems(api, tenant.apiKey, {
-    passthrough: [],
-    systems: [
-      {
-        systemId: 'sys_billing',
-        kind: 'http',
-        upstream: upstream.origin,
-        caBundle: upstream.caPem,
-        reads: 'pass',
-        routes: ROUTES,
-        tools: [],
-      },
-    ],
-  })
+  await enrolSystems(api, tenant.apiKey, { passthrough: [], systems: [billingOn(upstream)] })
   let unreadable = false
   const snapshots = {
     ...cp.snapshots,
@@ -166,20 +150,7 @@ t.test('without an interception CA, a listed host is tunnelled only to a port no
   const upstream = await startHttpsUpstream(t)
   const other = await startHttpsUpstream(t)
   const bench = await startBillingProxy(t, {
-    systems: () => ({
-      passthrough: [],
-      systems: [
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          reads: 'pass' as const,
-          routes: ROUTES,
-          tools: [],
-        },
-      ],
-    }),
+    systems: () => ({ passthrough: [], systems: [billingOn(upstream)] }),
     verbs: ['repo.delete'],
     proxy: { passthrough: [`localhost:${upstream.port}`, `localhost:${other.port}`] },
   })

@@ -119,6 +119,12 @@ t.test(
         req.end('{}')
       })
 
+    const errorOf = (p: Promise<unknown>) =>
+      p.then(
+        () => null,
+        (e: NodeJS.ErrnoException) => e,
+      )
+
     const trusting = createUpstreamAgent(origin, 60_000, tls.pem)
     t.teardown(() => trusting.destroy())
     t.equal(await post(trusting), 200, 'the bundle that issued the certificate verifies it')
@@ -133,10 +139,7 @@ t.test(
     const other = selfSigned('another-upstream')
     const distrusting = createUpstreamAgent(origin, 60_000, other.pem)
     t.teardown(() => distrusting.destroy())
-    const refused = await post(distrusting).then(
-      () => null,
-      (e: NodeJS.ErrnoException) => e,
-    )
+    const refused = await errorOf(post(distrusting))
     t.match(
       refused?.code,
       /SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/,
@@ -145,10 +148,7 @@ t.test(
 
     const storeOnly = createUpstreamAgent(origin, 60_000)
     t.teardown(() => storeOnly.destroy())
-    const unknown = await post(storeOnly).then(
-      () => null,
-      (e: NodeJS.ErrnoException) => e,
-    )
+    const unknown = await errorOf(post(storeOnly))
     t.match(
       unknown?.code,
       /SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/,
@@ -156,10 +156,7 @@ t.test(
     )
 
     // With a bundle, the host name is still checked against the certificate.
-    const misnamed = await post(trusting, 'not-this-upstream.example').then(
-      () => null,
-      (e: NodeJS.ErrnoException) => e,
-    )
+    const misnamed = await errorOf(post(trusting, 'not-this-upstream.example'))
     t.equal(misnamed?.code, 'ERR_TLS_CERT_ALTNAME_INVALID', 'a certificate for another name is refused')
   },
 )
