@@ -35,6 +35,8 @@ export interface StagedRequest {
 export interface StagedFor {
   tenantId: string
   systemId: string
+  /** The system's version in the snapshot decided under (0: a routes file's, unversioned). */
+  systemVersion: number
   verb: string
   target: string | null
   environment: string | null
@@ -109,6 +111,7 @@ export function stageHttpRequest(
     stagedReceiptId: receipt.receiptId,
     createdAt: f.at,
     expiresAt: f.at + ACTION_TTL_SECONDS,
+    systemVersion: f.systemVersion > 0 ? f.systemVersion : null,
   }
   return { action, receipt }
 }
@@ -185,6 +188,7 @@ export function createActionStager(deps: { systems: SystemsRegistry; clock: Cloc
         createdAt: at,
         expiresAt: at + ACTION_TTL_SECONDS,
         revertOf: 'revertOf' in input.cause ? input.cause.revertOf.actionId : null,
+        systemVersion: input.ref.system.version > 0 ? input.ref.system.version : null,
       }
       return { action, receipt }
     },

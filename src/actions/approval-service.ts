@@ -512,8 +512,11 @@ export function createApprovalService(deps: {
       const action = await live(caller.tenantId, actionId)
       // The write goes to the system as it is now: if it changed after staging (another upstream,
       // credential or tool), the approver would authorise something other than what was shown.
+      // By the version staged under; an action without one (staged before versions were kept, or
+      // under a routes file) by time, which misses a change within its second.
       const system = await systems.system(caller.tenantId, action.systemId)
-      if (system && system.updatedAt > action.createdAt)
+      const pinned = action.systemVersion ?? null
+      if (system && (pinned !== null ? system.version !== pinned : system.updatedAt > action.createdAt))
         fail(ERRORS.actionSystemChanged, {
           actionId,
           systemId: action.systemId,

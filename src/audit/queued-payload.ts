@@ -81,6 +81,15 @@ export function unfitPayload(tenantId: string, payload: unknown): string | null 
     for (const k of ['createdAt', 'expiresAt'] as const)
       if (!Number.isSafeInteger(x[k]) || (x[k] as number) < 0)
         return `action ${x.actionId}: ${k} is not a time`
+    const v = x.systemVersion
+    if (
+      !(
+        v === undefined ||
+        v === null ||
+        (Number.isSafeInteger(v) && (v as number) > 0 && (v as number) < 2 ** 31)
+      )
+    )
+      return `action ${x.actionId}: systemVersion is not a version`
     if (unstorable(x) !== null)
       return `action ${x.actionId}: a string Postgres cannot store (NUL, lone surrogate)`
   }

@@ -180,6 +180,7 @@ export function createCallWrites(deps: CallWritesDeps) {
             {
               tenantId: tenant.tenantId,
               systemId: plan.systemId ?? ctx.system.systemId,
+              systemVersion: (plan.context as Extract<ProxyContext, { kind: 'write' }>).system.version,
               verb: outcome.verb,
               target: plan.target,
               environment: deps.environment,

@@ -420,6 +420,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           {
             tenantId: tenant.tenantId,
             systemId: (plan.context as WriteContext).system.systemId,
+            systemVersion: (plan.context as WriteContext).system.version,
             verb: outcome.verb,
             target: plan.target,
             environment: deps.environment,

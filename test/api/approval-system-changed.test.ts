@@ -9,67 +9,78 @@ import { billingSystems, startRecordingServer } from '../helpers/enrolled-system
  * tool) between an action's staging and its approval; the approver was shown the same action,
  * and the TOTP approval sent the write, with the injected credential, where it now pointed.
  */
-t.test('an action whose system changed after staging is not approved', async (t) => {
-  const original = await startRecordingServer(t)
-  const other = await startRecordingServer(t)
-  const s = await startWithTenantSystems(t, 'fake', (tenantId) => billingSystems(tenantId, original.origin))
-  const { api, tenant } = s
-  const clock = s.clock as ManualClock
-  const admin = tenant.apiKey
-  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
-    .apiKey as string
-  const stage = async () =>
-    (
-      await api.post(
-        '/v1/check',
-        {
-          verb: 'refund',
-          target: 'ch_1',
-          tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
-        },
-        { bearer: agent },
+const BACKENDS = ['fake', 'postgres'] as const
+
+for (const kind of BACKENDS)
+  t.test(`an action whose system changed after staging is not approved (${kind})`, async (t) => {
+    const original = await startRecordingServer(t)
+    const other = await startRecordingServer(t)
+    const s = await startWithTenantSystems(t, kind, (tenantId) => billingSystems(tenantId, original.origin))
+    const { api, tenant } = s
+    const clock = s.clock as ManualClock
+    const admin = tenant.apiKey
+    const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin }))
+      .body.apiKey as string
+    const stage = async () =>
+      (
+        await api.post(
+          '/v1/check',
+          {
+            verb: 'refund',
+            target: 'ch_1',
+            tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
+          },
+          { bearer: agent },
+        )
+      ).body.actionId as string
+    const code = async () =>
+      await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
+    const approve = async (actionId: string) =>
+      await api.post(`/v1/agent/actions/${actionId}/approve`, { totpCode: await code() }, { bearer: admin })
+    const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
+      string,
+      unknown
+    >
+    const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
+    const repoint = async (upstream: string, method: string, pathTemplate: string) => {
+      const tools = (definition.tools as Record<string, unknown>[]).map((x) =>
+        x.name === 'issue_refund' ? { ...x, method, pathTemplate } : x,
       )
-    ).body.actionId as string
-  const code = async () =>
-    await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
-  const actionId = await stage()
-  t.ok(actionId, 'staged')
+      const put = await api.put(
+        '/v1/systems/sys_billing',
+        { ...definition, upstream, tools },
+        { bearer: admin },
+      )
+      t.equal(put.status, 200, 're-pointed')
+    }
 
-  clock.advance(5_000)
-  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
-    string,
-    unknown
-  >
-  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
-  const tools = (definition.tools as Record<string, unknown>[]).map((x) =>
-    x.name === 'issue_refund' ? { ...x, method: 'DELETE', pathTemplate: '/v1/customers/{charge}' } : x,
-  )
-  const put = await api.put(
-    '/v1/systems/sys_billing',
-    { ...definition, upstream: other.origin, tools },
-    { bearer: admin },
-  )
-  t.equal(put.status, 200, 're-pointed')
+    // Changed within the second it was staged in: told apart by the version it was staged under.
+    const actionId = await stage()
+    t.ok(actionId, 'staged')
+    await repoint(other.origin, 'DELETE', '/v1/customers/{charge}')
+    const refused = await approve(actionId)
+    t.same([refused.status, refused.body.code], [409, 'action_system_changed'])
+    t.same([original.requests.length, other.requests.length], [0, 0], 'nothing was sent anywhere')
 
-  const approved = await api.post(
-    `/v1/agent/actions/${actionId}/approve`,
-    { totpCode: await code() },
-    { bearer: admin },
-  )
-  t.same([approved.status, approved.body.code], [409, 'action_system_changed'])
-  t.same([original.requests.length, other.requests.length], [0, 0], 'nothing was sent anywhere')
+    // Staged again under the system as it is now, it is approved and goes where it now points.
+    clock.advance(31_000)
+    const again = await stage()
+    const done = await approve(again)
+    t.equal(done.status, 200, JSON.stringify(done.body).slice(0, 200))
+    t.same(
+      other.requests.map((r) => [r.method, r.url]),
+      [['DELETE', '/v1/customers/ch_1']],
+    )
 
-  // Staged again under the system as it is now, it is approved and goes where it now points.
-  clock.advance(31_000)
-  const again = await stage()
-  const done = await api.post(
-    `/v1/agent/actions/${again}/approve`,
-    { totpCode: await code() },
-    { bearer: admin },
-  )
-  t.equal(done.status, 200, JSON.stringify(done.body).slice(0, 200))
-  t.same(
-    other.requests.map((r) => [r.method, r.url]),
-    [['DELETE', '/v1/customers/ch_1']],
-  )
-})
+    // An action stored before versions were kept (no version) is judged by time.
+    if (kind === 'postgres') {
+      clock.advance(31_000)
+      const legacy = await stage()
+      await s.db!.db.sql`update pending_actions set system_version = null where id = ${legacy}`
+      clock.advance(5_000)
+      await repoint(original.origin, 'POST', '/v1/refunds')
+      const old = await approve(legacy)
+      t.same([old.status, old.body.code], [409, 'action_system_changed'], 'a legacy action, by time')
+      t.equal(original.requests.length, 0)
+    }
+  })

@@ -24,6 +24,7 @@ const toAction = (r: PendingActionRow): PendingAction => ({
   createdAt: r.createdAt,
   expiresAt: r.expiresAt,
   revertOf: r.revertOf ?? null,
+  systemVersion: r.systemVersion ?? null,
 })
 
 /** In-memory ActionStore (table pending_actions), mirroring src/store/postgres/action-store.ts. */
@@ -46,6 +47,7 @@ export function createFakeActionStore(ctx: FakeContext): ActionStore {
     createdAt: a.createdAt,
     expiresAt: a.expiresAt,
     revertOf: a.revertOf ?? null,
+    systemVersion: a.systemVersion ?? null,
   })
 
   const insert = (row: PendingActionRow): void => {

@@ -34,6 +34,12 @@ t.test('a payload as proxies queue it is fit, JSON round trip included', async (
   t.equal(unfitPayload('ten_a', JSON.parse(JSON.stringify(payload(good)))), null)
   t.equal(unfitPayload('ten_a', payload(good, [action])), null)
   t.equal(unfitPayload('ten_a', JSON.parse(JSON.stringify(payload(good, [action])))), null)
+  t.equal(unfitPayload('ten_a', payload(good, [{ ...action, systemVersion: 4 }])), null, 'a system version')
+  t.equal(
+    unfitPayload('ten_a', payload(good, [{ ...action, systemVersion: null }])),
+    null,
+    'none (a routes file)',
+  )
   t.equal(
     unfitPayload('ten_a', payload({ ...good, target: 'emoji \ud83d\ude00 paired' })),
     null,
@@ -75,6 +81,9 @@ t.test("every way a queued payload cannot go into its tenant's log is named", as
     ],
     ['an action whose params is text', payload(good, [{ ...action, params: 'x' }]), /params/],
     ['an action with a text expiresAt', payload(good, [{ ...action, expiresAt: '1' }]), /expiresAt/],
+    ['a text systemVersion', payload(good, [{ ...action, systemVersion: '4' }]), /systemVersion/],
+    ['a systemVersion of 0', payload(good, [{ ...action, systemVersion: 0 }]), /systemVersion/],
+    ['a systemVersion past integer', payload(good, [{ ...action, systemVersion: 2 ** 31 }]), /systemVersion/],
     [
       'a NUL in an action param key',
       payload(good, [{ ...action, params: { 'a\u0000': 1 } }]),

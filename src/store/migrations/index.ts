@@ -5,6 +5,7 @@ import * as m0004 from './0004-actions.js'
 import * as m0005 from './0005-systems.js'
 import * as m0006 from './0006-portal-sessions.js'
 import * as m0007 from './0007-standing-history.js'
+import * as m0008 from './0008-action-system-version.js'
 
 export interface Migration {
   readonly version: number
@@ -21,4 +22,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 5, name: 'systems', up: m0005.up },
   { version: 6, name: 'portal-sessions', up: m0006.up },
   { version: 7, name: 'standing-history', up: m0007.up },
+  { version: 8, name: 'action-system-version', up: m0008.up },
 ]

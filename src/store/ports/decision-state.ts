@@ -120,6 +120,11 @@ export interface PendingAction {
   expiresAt: number
   /** The action whose write this one undoes (staged by its approval); null or absent otherwise. */
   revertOf?: string | null
+  /**
+   * The version of its system the action was staged under; null or absent when it had none (a
+   * proxy's routes file) or was staged before versions were kept.
+   */
+  systemVersion?: number | null
 }
 
 /** Where a page of pending actions resumes: strictly after this (createdAt, actionId). */

@@ -16,6 +16,7 @@ interface ActionRow {
   created_at: number
   expires_at: number
   revert_of: string | null
+  system_version: number | null
 }
 
 const toAction = (r: ActionRow): PendingAction => ({
@@ -33,23 +34,24 @@ const toAction = (r: ActionRow): PendingAction => ({
   createdAt: Number(r.created_at),
   expiresAt: Number(r.expires_at),
   revertOf: r.revert_of,
+  systemVersion: r.system_version === null ? null : Number(r.system_version),
 })
 
 export function createActionStore(sql: SqlHandle): ActionStore {
   return {
     async insert(a) {
       await sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target, environment,
-                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of)
+                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of, system_version)
                 values (${a.actionId}, ${a.tenantId}, ${a.systemId}, ${a.tool}, ${sql.json(a.params as never)}, ${a.verb},
                         ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
-                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null})`
+                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null}, ${a.systemVersion ?? null})`
     },
     async insertIfAbsent(a) {
       await sql`insert into pending_actions (id, tenant_id, system_id, tool, params, verb, target, environment,
-                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of)
+                                             principal_id, key_id, staged_receipt_id, created_at, expires_at, revert_of, system_version)
                 values (${a.actionId}, ${a.tenantId}, ${a.systemId}, ${a.tool}, ${sql.json(a.params as never)}, ${a.verb},
                         ${a.target}, ${a.environment}, ${a.principalId}, ${a.keyId}, ${a.stagedReceiptId},
-                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null})
+                        ${a.createdAt}, ${a.expiresAt}, ${a.revertOf ?? null}, ${a.systemVersion ?? null})
                 on conflict (id) do nothing`
     },
     async get(tenantId, actionId) {
