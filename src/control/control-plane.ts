@@ -1,4 +1,5 @@
 import { type KeyObject, randomBytes } from 'node:crypto'
+import type { LookupFunction } from 'node:net'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import { createActionStager } from '../actions/action-stager.js'
@@ -131,6 +132,8 @@ export interface ControlPlaneOverrides {
   auditSigningKey?: KeyObject
   /** How host names resolve (DNS), for the tests' names that must point somewhere given. */
   addressesOf?: (host: string) => Promise<string[]>
+  /** How upstream names resolve when connecting (execute, approvals), for the tests' rebinding names. */
+  lookup?: LookupFunction
   /**
    * scrypt's cost (log2 N) for the backup codes of new tenants. Tests make hundreds of tenants
    * and hand in a cheaper one than the default (2^14, about 40 ms a code); a stored hash names
@@ -328,7 +331,7 @@ export async function createControlPlane(
     const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
     // One keep-alive pool per upstream origin, opened on first use.
-    const upstream = createUpstreamClient({ settings: settings.execute })
+    const upstream = createUpstreamClient({ settings: settings.execute, lookup: overrides.lookup })
     cleanups.push(() => upstream.close())
     // The embedded routes file's references are its proxy's tenant's, known once it is enrolled.
     const credentials = credentialResolverFor(

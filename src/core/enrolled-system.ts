@@ -81,6 +81,12 @@ export interface SystemDefinition {
   reads: 'pass' | 'gate'
   routes: SystemRoute[]
   tools: SystemTool[]
+  /**
+   * Set by the control plane, never by a definition: the upstream was vetted as public when last
+   * changed (an admin's change where private upstreams are not allowed), so every connection to
+   * it must reach a public address too (src/systems/public-address-lookup.ts).
+   */
+  publicOnly?: true | undefined
 }
 
 /** A system as the decision state holds it: one tenant's, versioned. */

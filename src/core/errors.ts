@@ -269,6 +269,12 @@ export const ERRORS = {
     'the upstream certificate does not verify',
     "gate-proxy: the upstream's TLS certificate did not verify against the system's caBundle or the trust store (expired, another host's, an unknown issuer). The handshake failed, so the write was not sent; `certificateError` says why and `receiptId` names the decision.",
   ),
+  upstreamAddressRefused: def(
+    'upstream_address_refused',
+    502,
+    'the upstream resolves to a private address',
+    "The system's upstream was public when it was enrolled, and its name now resolves to a loopback, private or link-local address (a changed DNS record: rebinding). The connection was refused, so nothing of the write was sent; `address` names what it resolved to.",
+  ),
   upstreamTimeout: def(
     'upstream_timeout',
     504,

@@ -1,6 +1,8 @@
+import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { type Dispatcher, Pool } from 'undici'
 import type { SystemRecord } from '../core/enrolled-system.js'
+import { PRIVATE_ADDRESS_CODE, publicOnlyLookup } from '../systems/public-address-lookup.js'
 import { checkUpstreamPath } from './upstream-url.js'
 
 export interface UpstreamSettings {
@@ -29,6 +31,8 @@ export interface UpstreamRequest {
 export type UpstreamFailure =
   | 'connect_timeout'
   | 'connect_failed'
+  /** The name of a `publicOnly` system resolved to a private address: never connected. */
+  | 'private_address'
   | 'headers_timeout'
   | 'body_timeout'
   | 'response_too_large'
@@ -82,6 +86,8 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
     case 'EHOSTUNREACH':
     case 'ENETUNREACH':
       return { failure: 'connect_failed', sent: false }
+    case PRIVATE_ADDRESS_CODE:
+      return { failure: 'private_address', sent: false }
     case 'UND_ERR_HEADERS_TIMEOUT':
       return { failure: 'headers_timeout', sent: true }
     case 'UND_ERR_BODY_TIMEOUT':
@@ -98,17 +104,31 @@ function failureOf(err: unknown): { failure: UpstreamFailure; sent: boolean } {
  * agent, and for a replayed proxy request only the protocol headers it was staged with
  * (REPLAYED_HEADERS: accept and MCP's session and version). Redirects are returned, never followed.
  */
-export function createUpstreamClient(deps: { settings: UpstreamSettings }): UpstreamClient {
+export function createUpstreamClient(deps: {
+  settings: UpstreamSettings
+  /** How upstream names are resolved (tests point names at loopback); the system resolver if absent. */
+  lookup?: LookupFunction | undefined
+}): UpstreamClient {
   const { settings } = deps
   const pools = new Map<string, Pool>()
-  const poolFor = (origin: string, caBundle: string | undefined): Pool => {
-    const key = `${origin}\n${caBundle ?? ''}`
+  const publicOnly = publicOnlyLookup(deps.lookup)
+  const poolFor = (system: SystemRecord): Pool => {
+    const { origin } = new URL(system.upstream)
+    const { caBundle } = system
+    const held = system.publicOnly === true
+    const key = `${origin}\n${held ? 'public' : 'any'}\n${caBundle ?? ''}`
     let pool = pools.get(key)
     if (!pool) {
+      const lookup = held ? publicOnly : deps.lookup
       pool = new Pool(origin, {
         connections: settings.connectionsPerOrigin,
-        // An https upstream is verified against the system's caBundle, else the trust store.
-        connect: { timeout: settings.connectTimeoutMs, ...(caBundle ? { ca: caBundle } : {}) },
+        // An https upstream is verified against the system's caBundle, else the trust store; a
+        // `publicOnly` system's name must resolve to public addresses at every connection.
+        connect: {
+          timeout: settings.connectTimeoutMs,
+          ...(caBundle ? { ca: caBundle } : {}),
+          ...(lookup ? { lookup } : {}),
+        },
         headersTimeout: settings.headersTimeoutMs,
         bodyTimeout: settings.bodyTimeoutMs,
       })
@@ -119,7 +139,7 @@ export function createUpstreamClient(deps: { settings: UpstreamSettings }): Upst
 
   return {
     async send(system, credential, req) {
-      const pool = poolFor(new URL(system.upstream).origin, system.caBundle)
+      const pool = poolFor(system)
       // The callers have checked the path already; this is the last line before the socket.
       const verdict = checkUpstreamPath(req.path, '/')
       if (!verdict.ok) throw new Error(`unsafe upstream path: ${verdict.problem}`)

@@ -24,6 +24,7 @@ import { endAndClose, guardServer, rawJsonAnswer } from '../node-http/guarded-se
 import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
+import { PrivateAddressRefused } from '../systems/public-address-lookup.js'
 import { frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
@@ -64,6 +65,12 @@ const CLOSE_GRACE_MS = 2000
 /** An answer read whole to be rewritten (a tools/list result), or one event of a stream, is refused past this. */
 export const MAX_REWRITTEN_ANSWER_BYTES = 16 * 1024 * 1024
 
+/** How a system's upstream is connected to: verified against its bundle, held to public addresses. */
+export interface UpstreamConnection {
+  caBundle?: string | undefined
+  publicOnly: boolean
+}
+
 export interface GateProxyDeps {
   writes: GatedWrites
   snapshots: SnapshotCache
@@ -76,7 +83,7 @@ export interface GateProxyDeps {
   /** Transparent mode: the port a pass-through connection on the TLS port is tunnelled to. */
   tlsPassthroughPort?: number
   /** Keep-alive connections to an upstream origin. */
-  agentFor: (origin: URL, caBundle?: string) => HttpAgent
+  agentFor: (origin: URL, how: UpstreamConnection) => HttpAgent
   /** TLS interception of CONNECTs to enrolled https upstreams; null without an interception CA. */
   interception?: TlsInterception | null
   credentials: SystemCredentials
@@ -186,14 +193,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
    * reads its options off that object: measurably slower than a server's own options.
    */
   const proxies = new Map<string, ProxyServer>()
-  function proxyFor(upstream: string, caBundle: string | undefined): ProxyServer {
-    const key = `${upstream}\n${caBundle ?? ''}`
+  function proxyFor(upstream: string, how: UpstreamConnection): ProxyServer {
+    const key = `${upstream}\n${how.publicOnly ? 'public' : 'any'}\n${how.caBundle ?? ''}`
     let proxy = proxies.get(key)
     if (proxy) return proxy
     const origin = new URL(upstream)
     proxy = createProxyServer({
       target: origin,
-      agent: deps.agentFor(origin, caBundle),
+      agent: deps.agentFor(origin, how),
       xfwd: false,
       changeOrigin: true,
       // No proxyTimeout: the origin's agent cuts a silent upstream (upstream-agent.ts).
@@ -245,7 +252,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   function proxyOf(system: SystemRecord): ProxyServer {
     let proxy = proxyOfRecord.get(system)
     if (!proxy) {
-      proxy = proxyFor(system.upstream, system.caBundle)
+      proxy = proxyFor(system.upstream, { caBundle: system.caBundle, publicOnly: system.publicOnly === true })
       proxyOfRecord.set(system, proxy)
     }
     return proxy
@@ -300,17 +307,22 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (clientGone(req, res)) return clientWentAway(req)
       logger.warn({ err, system: system.systemId }, 'upstream request failed')
       if (!res.headersSent) {
-        // A certificate that does not verify fails the handshake: nothing of the write was sent.
+        // A certificate that does not verify fails the handshake, and a name that now resolves
+        // inside fails the lookup: either way nothing of the write was sent.
         const certificate = code !== undefined && CERTIFICATE_ERRORS.test(code)
+        const inside = err instanceof PrivateAddressRefused
         const def = timedOut
           ? ERRORS.upstreamTimeout
           : certificate
             ? ERRORS.upstreamCertificateInvalid
-            : ERRORS.upstreamError
+            : inside
+              ? ERRORS.upstreamAddressRefused
+              : ERRORS.upstreamError
         sendJson(res, def.status, {
-          error: timedOut || certificate ? def.message : 'upstream unreachable',
+          error: timedOut || certificate || inside ? def.message : 'upstream unreachable',
           code: def.code,
           ...(certificate ? { certificateError: code } : {}),
+          ...(inside ? { address: err.address } : {}),
           ...(receiptId ? { receiptId } : {}),
         })
       } else res.destroy()

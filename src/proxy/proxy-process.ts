@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Agent as HttpAgent } from 'node:http'
+import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { listenAs } from '../config/listen-errors.js'
 import { ConfigError } from '../config/load.js'
@@ -17,7 +18,8 @@ import type { HotStore } from '../store/ports/hot-store.js'
 import { connectRedis } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
-import { createGateProxy, type GateProxy } from './gate-proxy.js'
+import { publicOnlyLookup } from '../systems/public-address-lookup.js'
+import { createGateProxy, type GateProxy, type UpstreamConnection } from './gate-proxy.js'
 import { localSystemsFrom } from './local-systems.js'
 import { createProxyIdentity, readProxyApiKey } from './proxy-identity.js'
 import { createSystemCredentials } from './system-credentials.js'
@@ -40,6 +42,8 @@ export interface ProxyParts {
   metrics: Metrics
   logger: Logger
   clock: Clock
+  /** How upstream names are resolved (tests point names at loopback); the system resolver if absent. */
+  lookup?: LookupFunction | undefined
 }
 
 /** A deprecated route table file, read once; its systems are served beside the tenant's enrolled ones. */
@@ -54,15 +58,25 @@ function routesFileOf(settings: Settings, logger: Logger): SystemsFile | null {
   return systems
 }
 
-/** One keep-alive agent per upstream origin, shared by the systems on it. */
-function agentsPerOrigin(upstreamTimeoutMs: number) {
+/**
+ * One keep-alive agent per upstream origin, shared by the systems on it that verify it alike and
+ * are held to the same addresses (a `publicOnly` system's connections resolve through
+ * publicOnlyLookup; another tenant's system on the same origin may not be).
+ */
+function agentsPerOrigin(upstreamTimeoutMs: number, lookup: LookupFunction | undefined) {
   const agents = new Map<string, HttpAgent>()
+  const publicOnly = publicOnlyLookup(lookup)
   return {
-    agentFor(origin: URL, caBundle?: string): HttpAgent {
-      const key = `${origin.origin}\n${caBundle ?? ''}`
+    agentFor(origin: URL, how: UpstreamConnection): HttpAgent {
+      const key = `${origin.origin}\n${how.publicOnly ? 'public' : 'any'}\n${how.caBundle ?? ''}`
       let agent = agents.get(key)
       if (!agent) {
-        agent = createUpstreamAgent(origin, upstreamTimeoutMs, caBundle)
+        agent = createUpstreamAgent(
+          origin,
+          upstreamTimeoutMs,
+          how.caBundle,
+          how.publicOnly ? publicOnly : lookup,
+        )
         agents.set(key, agent)
       }
       return agent
@@ -166,7 +180,7 @@ export async function startProxy(
 ): Promise<RunningProxy> {
   const env = opts.env ?? process.env
   const routesFile = routesFileOf(settings, parts.logger)
-  const agents = agentsPerOrigin(settings.proxy.upstreamTimeoutMs)
+  const agents = agentsPerOrigin(settings.proxy.upstreamTimeoutMs, parts.lookup)
   const credentials = createSystemCredentials({
     resolver: credentialResolverFor(settings.credentials, env, [routesFile]),
     // Wall time, not the decision clock: this is how often a mounted secret is read again.
@@ -207,7 +221,7 @@ export async function startProxy(
       [...(routesFile?.passthrough ?? []), ...settings.proxy.passthrough].map((h) => h.toLowerCase()),
     ),
     tlsPassthroughPort: settings.proxy.tls.passthroughPort,
-    agentFor: (origin, caBundle) => agents.agentFor(origin, caBundle),
+    agentFor: (origin, how) => agents.agentFor(origin, how),
     interception: await interceptionOf(settings, parts),
     credentials,
     clock: parts.clock,
@@ -269,6 +283,8 @@ export interface ProxyProcessOverrides {
   env?: NodeJS.ProcessEnv
   /** Tests wrap the hot store (to lose invalidations on purpose, say). */
   wrapHotStore?: (hot: HotStore) => HotStore
+  /** Tests resolve upstream names their own way (a rebinding name, say). */
+  lookup?: LookupFunction
 }
 
 export async function startProxyProcess(
@@ -317,7 +333,7 @@ export async function startProxyProcess(
   }
   const running = await startProxy(
     settings,
-    { hot, writes, snapshots, metrics, logger, clock },
+    { hot, writes, snapshots, metrics, logger, clock, lookup: overrides.lookup },
     { metricsServer: true, env: overrides.env },
   ).catch(async (err) => {
     await closeParts()

@@ -1,6 +1,6 @@
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
-import type { Socket } from 'node:net'
+import type { LookupFunction, Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { createSecureContext } from 'node:tls'
 
@@ -32,7 +32,13 @@ const POOL = {
  * request, adds and removes listeners each time, and leaves the connect phase untimed; Node's
  * own agent, when a socket goes back to the pool, would set its timeout to the agent's (none).
  */
-export function createUpstreamAgent(origin: URL, silenceMs: number, caBundle?: string): HttpAgent {
+export function createUpstreamAgent(
+  origin: URL,
+  silenceMs: number,
+  caBundle?: string,
+  /** How the upstream's name is resolved (publicOnlyLookup for a `publicOnly` system); Node's default if absent. */
+  lookup?: LookupFunction,
+): HttpAgent {
   // Agents hand out net.Socket (tls.TLSSocket for https); Node's typings say Duplex.
   const cutWhenSilent = (duplex: Duplex | null | undefined) => {
     const socket = duplex as Socket | null | undefined
@@ -60,8 +66,10 @@ export function createUpstreamAgent(origin: URL, silenceMs: number, caBundle?: s
   const secureContext = https && caBundle ? createSecureContext({ ca: caBundle }) : undefined
   // Both are documented as overridable; the agent calls them as its own methods.
   const open = agent.createConnection.bind(agent) as (...args: unknown[]) => Duplex
+  const extra = { ...(secureContext ? { secureContext } : {}), ...(lookup ? { lookup } : {}) }
+  const hasExtra = secureContext !== undefined || lookup !== undefined
   agent.createConnection = (options, ...rest) => {
-    const socket = open(secureContext ? { ...options, secureContext } : options, ...rest)
+    const socket = open(hasExtra ? { ...options, ...extra } : options, ...rest)
     cutWhenSilent(socket)
     return socket
   }

@@ -60,8 +60,8 @@ export function isPrivateHost(host: string): boolean {
 /**
  * Whether a host name resolves, now, to an address `isPrivateHost` refuses: a name is no safer
  * than what it points at (`vm`, a cluster service, a record for 169.254.169.254). A name that
- * does not resolve (yet) passes; the check is at enrolment, so a record changed later (DNS
- * rebinding) is not caught here (docs/kubernetes.md: egress policy is the guard for that).
+ * does not resolve (yet) passes; a record changed later (DNS rebinding) is caught when
+ * connecting, by publicOnlyLookup.
  */
 export async function resolvesPrivate(
   host: string,

@@ -73,9 +73,11 @@ export function createSystemService(deps: {
 
   /**
    * The upstream's host, outside any transaction (it may ask DNS): the operator's own file is
-   * trusted with its network; an admin's API call is not.
+   * trusted with its network; an admin's API call is not. Returns the definition to store,
+   * marked `publicOnly` when its upstream was held to public addresses.
    */
-  async function vetUpstream(actor: SystemActor, d: SystemDefinition): Promise<void> {
+  async function vetUpstream(actor: SystemActor, d: SystemDefinition): Promise<SystemDefinition> {
+    const { publicOnly: _, ...definition } = d
     const host = new URL(d.upstream).hostname
     if (actor.kind !== 'operator' && !deps.allowPrivateUpstreams) {
       if (isPrivateHost(host))
@@ -95,7 +97,10 @@ export function createSystemService(deps: {
             message: `upstream: ${host} resolves to ${address}, a loopback, private or link-local address, which this installation does not allow`,
           },
         )
+      // Vetted as public now: held to it at every connection, whatever its DNS says later.
+      return { ...definition, publicOnly: true }
     }
+    return definition
   }
 
   /** Checks what needs the tenant's state: its vocabulary, its other systems' tool names, the installation's rules. */
@@ -174,8 +179,8 @@ export function createSystemService(deps: {
   }
 
   const api: SystemService = {
-    async create(caller, d) {
-      await vetUpstream(caller, d)
+    async create(caller, input) {
+      const d = await vetUpstream(caller, input)
       return changes.apply(caller.tenantId, async (stores, stateVersion) => {
         const at = nowSeconds(clock)
         const existing = await stores.systems.get(caller.tenantId, d.systemId)
@@ -220,8 +225,8 @@ export function createSystemService(deps: {
       return record
     },
 
-    async replace(caller, d, opts = {}) {
-      await vetUpstream(caller, d)
+    async replace(caller, input, opts = {}) {
+      const d = await vetUpstream(caller, input)
       return changes.apply(caller.tenantId, async (stores, stateVersion) => {
         const at = nowSeconds(clock)
         const before = await current(stores, caller, d.systemId, opts.ifVersion)

@@ -1,4 +1,5 @@
 import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto'
+import type { LookupFunction } from 'node:net'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { Settings } from '../../src/config/schema.js'
@@ -45,6 +46,8 @@ export interface StartOptions {
   logger?: Logger
   /** How host names resolve: the tests' names point where a test says, not where DNS does. */
   addressesOf?: (host: string) => Promise<string[]>
+  /** How upstream names resolve when execute and approvals connect (a rebinding name, say). */
+  lookup?: LookupFunction
 }
 
 /**
@@ -75,6 +78,7 @@ export async function startControlPlane<K extends TestStorageKind>(
     ...(opts.systems ? { systems: opts.systems } : {}),
     ...(opts.hot ? { hot: opts.hot } : {}),
     ...(opts.addressesOf ? { addressesOf: opts.addressesOf } : {}),
+    ...(opts.lookup ? { lookup: opts.lookup } : {}),
     auditSigningKey: opts.auditSigningKey ?? generateKeyPairSync('ed25519').privateKey,
     backupCodeCost: TEST_BACKUP_CODE_COST,
   })

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { LookupFunction } from 'node:net'
 import type { Test } from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import type { SystemsFile } from '../../src/config/systems.js'
@@ -51,6 +52,16 @@ export async function startFleet(
     systems?: (upstreamOrigin: string) => SystemsFile
     /** Extra `proxy` settings for every proxy (TLS interception, say). */
     proxySettings?: Record<string, unknown>
+    /**
+     * Names, not loopback: upstreams held to public addresses (private upstreams not allowed),
+     * their names resolved by `addressesOf` at enrolment and by `lookup` when connecting.
+     */
+    names?: {
+      addressesOf: (host: string) => Promise<string[]>
+      lookup: LookupFunction
+      /** Allowed after all: then no upstream is held to public addresses. */
+      allowPrivateUpstreams?: boolean
+    }
   } = {},
 ): Promise<Fleet> {
   const redis = await openTestRedis()
@@ -61,7 +72,7 @@ export async function startFleet(
   const shared = {
     redis: { url: redisUrl, keyPrefix: redis.prefix, mode: cluster ? 'cluster' : 'standalone' },
     // The upstream is on loopback: outside the embedded default, that must be allowed.
-    systems: { allowPrivateUpstreams: true },
+    systems: { allowPrivateUpstreams: !opts.names || opts.names.allowPrivateUpstreams === true },
     credentials: BILLING_CREDENTIALS,
     quota: { checksPerMonth: opts.quota ?? 100000 },
     hotStore: { reconcileIntervalMs: 500 },
@@ -73,6 +84,7 @@ export async function startFleet(
     settings: shared,
     keyring,
     ...(opts.logger ? { logger: opts.logger } : {}),
+    ...(opts.names ? { addressesOf: opts.names.addressesOf, lookup: opts.names.lookup } : {}),
   })
   t.teardown(async () => {
     await upstream.close()
@@ -103,6 +115,7 @@ export async function startFleet(
       env: { WRITEGATE_PROXY_API_KEY: agent.body.apiKey, BILLING_TOKEN: 'up-secret' },
       clock: cp.clock,
       ...(opts.logger ? { logger: opts.logger } : {}),
+      ...(opts.names ? { lookup: opts.names.lookup } : {}),
       ...((o.deaf ?? opts.deaf) ? { wrapHotStore: deaf } : {}),
     })
     t.teardown(() => p.close())
