@@ -10,6 +10,7 @@ import { rawRequestBinding, requestBinding } from '../core/lease-binding.js'
 import { draft, type Receipt } from '../core/receipt.js'
 import { isEnvironment } from '../core/verbs.js'
 import type { ExecuteResult, ExecuteService } from '../execute/execute-service.js'
+import { isTimeout } from '../execute/upstream-client.js'
 import type { Gate, GateRequest, GateResult } from '../gate/gate.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Logger } from '../observability/logger.js'
@@ -671,7 +672,7 @@ export function createApprovalService(deps: {
               upstreamCalled: u.kind === 'failed' ? u.sent : true,
               status: u.status,
               failure,
-              timeout: u.kind === 'failed' && u.failure.endsWith('_timeout'),
+              timeout: u.kind === 'failed' && isTimeout(u.failure),
               latencyMs: u.latencyMs,
             },
             receipt,

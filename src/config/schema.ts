@@ -364,6 +364,11 @@ export const settingsSchema = z
             .max(64 * 1024 * 1024),
         ).default(8 * 1024 * 1024),
         connectionsPerOrigin: num((n) => n.int().min(1).max(1024)).default(32),
+        /**
+         * The whole upstream call, from connecting to the last byte of its answer: the timeouts
+         * above bound each wait, not a trickle that never ends.
+         */
+        deadlineMs: num((n) => n.int().min(1000).max(3600000)).default(120000),
       })
       .strict()
       .prefault({}),

@@ -8,6 +8,7 @@ import {
   type ExecuteResult,
   type ExecuteService,
 } from '../execute/execute-service.js'
+import { isTimeout } from '../execute/upstream-client.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import { keyCaller, requireKey } from './http/auth.js'
 
@@ -90,7 +91,7 @@ function send(reply: FastifyReply, result: ExecuteResult) {
       upstreamCalled: u.kind === 'failed' ? u.sent : true,
       status: u.status,
       failure: u.kind === 'failed' ? u.failure : 'upstream_5xx',
-      timeout: u.kind === 'failed' && u.failure.endsWith('_timeout'),
+      timeout: u.kind === 'failed' && isTimeout(u.failure),
       receiptId: result.authorized.receiptId,
       outcomeReceiptId: result.outcome?.receiptId ?? null,
     })

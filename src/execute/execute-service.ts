@@ -17,7 +17,7 @@ import type { Keyring } from '../security/keyring.js'
 import type { Lease, Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { CredentialResolver } from '../systems/credential-resolver.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
-import type { UpstreamClient, UpstreamOutcome } from './upstream-client.js'
+import { isTimeout, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js'
 import { checkUpstreamPath, EXECUTE_PATH_PREFIX } from './upstream-url.js'
 
 /** The most an execute's `body` may weigh, measured as its JCS bytes (what is bound and sent). */
@@ -402,7 +402,7 @@ function outcomeDetail(sent: UpstreamOutcome): Record<string, unknown> {
     return {
       outcome: 'upstream_error',
       failure: sent.failure,
-      timeout: sent.failure.endsWith('_timeout'),
+      timeout: isTimeout(sent.failure),
       status: sent.status,
       upstreamCalled: sent.sent,
       latencyMs: sent.latencyMs,

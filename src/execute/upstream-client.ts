@@ -11,6 +11,7 @@ export interface UpstreamSettings {
   bodyTimeoutMs: number
   maxResponseBytes: number
   connectionsPerOrigin: number
+  deadlineMs: number
 }
 
 export interface UpstreamRequest {
@@ -35,8 +36,14 @@ export type UpstreamFailure =
   | 'private_address'
   | 'headers_timeout'
   | 'body_timeout'
+  /** `deadlineMs` passed before the answer was complete (an upstream trickling its body, say). */
+  | 'deadline_exceeded'
   | 'response_too_large'
   | 'request_failed'
+
+/** Whether a failure is a wait that ran out (reported as `timeout: true`). */
+export const isTimeout = (failure: UpstreamFailure): boolean =>
+  failure.endsWith('_timeout') || failure === 'deadline_exceeded'
 
 export type UpstreamOutcome =
   | {
@@ -169,12 +176,15 @@ export function createUpstreamClient(deps: {
               incomplete: failure,
             }
           : { kind: 'failed', failure, sent: true, status, latencyMs: elapsed() }
+      // Each timeout bounds one wait; this bounds them all (a byte every 29 s would pass them).
+      const deadline = AbortSignal.timeout(settings.deadlineMs)
       try {
         const res = await pool.request({
           method: req.method as 'POST',
           path: req.path,
           headers,
           body: req.body,
+          signal: deadline,
         })
         head = res
         status = res.statusCode
@@ -197,7 +207,9 @@ export function createUpstreamClient(deps: {
           latencyMs: elapsed(),
         }
       } catch (err) {
-        const { failure, sent } = failureOf(err)
+        const { failure, sent } = deadline.aborted
+          ? { failure: 'deadline_exceeded' as const, sent: true }
+          : failureOf(err)
         if (head) return cut(failure)
         return { kind: 'failed', failure, sent, status, latencyMs: elapsed() }
       }
