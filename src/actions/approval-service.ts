@@ -371,6 +371,12 @@ export function createApprovalService(deps: {
     if (plan.kind === 'none') return { revertActionId: null, revertMessage: null }
     if (plan.kind === 'impossible')
       return { revertActionId: null, revertMessage: `No undo was staged: ${plan.tool} ${plan.problem}.` }
+    // An undo planned from another version than the write's could go elsewhere than the write.
+    if (plan.ref.system.version !== ref.system.version)
+      return {
+        revertActionId: null,
+        revertMessage: `No undo was staged: ${ref.system.systemId} changed since the write (version ${ref.system.version}, now ${plan.ref.system.version}).`,
+      }
     const target = plan.ref.tool.target ? fillText(plan.ref.tool.target, { params: plan.params }) : null
     const staged = stager.stage({
       tenantId: action.tenantId,
@@ -525,6 +531,15 @@ export function createApprovalService(deps: {
         })
       // 1. Edits, re-validated; the target follows the params when the tool templates it.
       const { ref, params, target, request, detail } = await plan(action, input)
+      // The version checked above is the one written to (execute refuses another): a change
+      // landing while the approval runs (the re-check, the code) is refused too, not sent.
+      const systemVersion = system?.version
+      if (ref && systemVersion !== undefined && ref.system.version !== systemVersion)
+        fail(ERRORS.actionSystemChanged, {
+          actionId,
+          systemId: action.systemId,
+          systemVersion: ref.system.version,
+        })
 
       // 2. The policy, again, for the agent's key: no quota is charged for a re-check.
       const gateReq: GateRequest = {
@@ -618,6 +633,7 @@ export function createApprovalService(deps: {
             },
             {
               detail: { actionId },
+              ...(systemVersion !== undefined ? { systemVersion } : {}),
               claim: async (stores) => {
                 if (!(await stores.actions.remove(caller.tenantId, actionId)))
                   fail(ERRORS.actionNotFound, { actionId })

@@ -71,6 +71,12 @@ export interface ExecuteExtras {
   claim?: (stores: Stores) => Promise<ReceiptDraft[]>
   /** Added to the detail of every EXECUTE receipt of this call (an action id, say). */
   detail?: Record<string, unknown>
+  /**
+   * The system's version the caller checked (an approval: the one its action was staged
+   * under). The write goes to the record read here; another version is refused, 409
+   * action_system_changed, before anything is authorised.
+   */
+  systemVersion?: number
 }
 
 export interface ExecuteService {
@@ -112,9 +118,15 @@ export function createExecuteService(deps: {
 }): ExecuteService {
   const { sor, audit, gate, clock, keyring, systems, upstream, logger } = deps
 
-  async function prepare(caller: KeyCaller, input: ExecuteInput): Promise<Prepared> {
+  async function prepare(caller: KeyCaller, input: ExecuteInput, extras: ExecuteExtras): Promise<Prepared> {
     const system = await systems.system(caller.tenantId, input.systemId)
     if (!system) fail(ERRORS.unknownSystem, { systemId: input.systemId })
+    if (extras.systemVersion !== undefined && system.version !== extras.systemVersion)
+      fail(ERRORS.actionSystemChanged, {
+        ...(extras.detail ?? {}),
+        systemId: system.systemId,
+        systemVersion: system.version,
+      })
     if (!input.replay && !input.path.startsWith(EXECUTE_PATH_PREFIX))
       fail(
         ERRORS.invalidRequest,
@@ -164,7 +176,7 @@ export function createExecuteService(deps: {
 
   return {
     async execute(caller, input, extras = {}) {
-      const req = await prepare(caller, input)
+      const req = await prepare(caller, input, extras)
       const at = nowSeconds(clock)
       const via = input.token !== undefined ? 'token' : 'lease'
       const requestDetail = {

@@ -1,6 +1,7 @@
 import { generate } from 'otplib'
 import t from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
+import { createFakeStorage } from '../fakes/fake-storage.js'
 import { startWithTenantSystems } from '../helpers/control-plane.js'
 import { billingSystems, startRecordingServer } from '../helpers/enrolled-systems.js'
 
@@ -84,3 +85,132 @@ for (const kind of BACKENDS)
       t.equal(original.requests.length, 0)
     }
   })
+
+/**
+ * Found in review of the version pinning: the approval checked the version, then read the
+ * system again to plan the request and once more to send it. A change landing in between (while
+ * the code is checked, say) sent the staged request where the system now pointed, with its
+ * credential. The version checked is now the version written to.
+ */
+t.test('a system changed while its action is being approved is refused, not written to', async (t) => {
+  const original = await startRecordingServer(t)
+  const other = await startRecordingServer(t)
+  const storage = createFakeStorage()
+  const s = await startWithTenantSystems(t, 'fake', (tenantId) => billingSystems(tenantId, original.origin), {
+    storage,
+  })
+  const { api, tenant } = s
+  const clock = s.clock as ManualClock
+  const admin = tenant.apiKey
+  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
+    .apiKey as string
+  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
+    string,
+    unknown
+  >
+  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
+  const actionId = (
+    await api.post(
+      '/v1/check',
+      {
+        verb: 'refund',
+        target: 'ch_1',
+        tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
+      },
+      { bearer: agent },
+    )
+  ).body.actionId as string
+  t.ok(actionId, 'staged')
+  // The admin's change lands while the approval reads the tenant's TOTP secret (after the version check).
+  const totp = storage.sor.stores.totp
+  const secret = totp.secret.bind(totp)
+  let change: (() => Promise<void>) | null = async () => {
+    const put = await api.put(
+      '/v1/systems/sys_billing',
+      { ...definition, upstream: other.origin },
+      { bearer: admin },
+    )
+    t.equal(put.status, 200, 're-pointed while the approval is under way')
+  }
+  totp.secret = async (...args: Parameters<typeof secret>) => {
+    const c = change
+    change = null
+    if (c) await c()
+    return secret(...args)
+  }
+  const code = await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
+  const approved = await api.post(
+    `/v1/agent/actions/${actionId}/approve`,
+    { totpCode: code },
+    { bearer: admin },
+  )
+  t.equal(change, null, 'the change landed during the approval')
+  t.same([approved.status, approved.body.code], [409, 'action_system_changed'])
+  t.same([original.requests.length, other.requests.length], [0, 0], 'nothing was sent anywhere')
+  const pending = (await api.get('/v1/agent/actions', { bearer: admin })).body.actions as {
+    actionId: string
+  }[]
+  t.ok(
+    pending.some((a) => a.actionId === actionId),
+    'still pending (to be dismissed), its code not used up',
+  )
+})
+
+/** Found in the same review: the undo was planned from the system as it was after the write. */
+t.test('no undo is staged from another version of the system than the write went to', async (t) => {
+  const original = await startRecordingServer(t)
+  const s = await startWithTenantSystems(t, 'fake', (tenantId) => billingSystems(tenantId, original.origin))
+  const { api, tenant } = s
+  const clock = s.clock as ManualClock
+  const admin = tenant.apiKey
+  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
+    .apiKey as string
+  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
+    string,
+    unknown
+  >
+  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
+  const stage = async () =>
+    (
+      await api.post(
+        '/v1/check',
+        {
+          verb: 'refund',
+          target: 'ch_1',
+          tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
+        },
+        { bearer: agent },
+      )
+    ).body.actionId as string
+  const approve = async (actionId: string) =>
+    api.post(
+      `/v1/agent/actions/${actionId}/approve`,
+      { totpCode: await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) }) },
+      { bearer: admin },
+    )
+  let changeDuringWrite = false
+  original.respond(async (_q, res) => {
+    if (changeDuringWrite) {
+      const routes = [
+        ...(definition.routes as unknown[]),
+        { method: 'POST', path: '/v1/other', verb: 'verify' },
+      ]
+      const put = await api.put('/v1/systems/sys_billing', { ...definition, routes }, { bearer: admin })
+      t.equal(put.status, 200, 'changed while the write was answered')
+    }
+    res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"re_1"}')
+  })
+
+  const unchanged = await approve(await stage())
+  t.match(unchanged.body, { type: 'executed', revertActionId: /^act_/ }, 'an undo, the system unchanged')
+
+  clock.advance(31_000)
+  changeDuringWrite = true
+  const changed = await approve(await stage())
+  t.match(changed.body, {
+    type: 'executed',
+    revertActionId: null,
+    revertMessage: /sys_billing changed since the write/,
+  })
+  t.equal(original.requests.length, 2, 'both writes went out')
+})
