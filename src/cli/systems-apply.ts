@@ -97,6 +97,7 @@ function definitionOf(s: SystemDefinition | Enrolled): SystemDefinition {
     kind,
     upstream,
     ...(credential ? { credential } : {}),
+    ...(g.caBundle ? { caBundle: g.caBundle } : {}),
     ...(baseUrlEnv ? { baseUrlEnv } : {}),
     reads,
     routes,

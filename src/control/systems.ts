@@ -5,6 +5,8 @@ import type { Authenticator } from '../identity/authenticator.js'
 import {
   credentialRefSchema,
   definitionProblems,
+  graphqlBindingSchema,
+  mcpBindingSchema,
   routeSchema,
   systemDefinitionShape,
   systemIdSchema,
@@ -18,8 +20,18 @@ const record = z.object({
   systemId: z.string(),
   tenantId: z.string(),
   version: z.number().int().describe('1 at creation, +1 on every replacement'),
+  kind: z.enum(['http', 'mcp', 'graphql']),
+  mcp: mcpBindingSchema.optional(),
+  graphql: graphqlBindingSchema.optional(),
   upstream: z.string(),
   credential: credentialRefSchema.optional().describe('A reference (variable or file), never a secret value'),
+  caBundle: z.string().optional(),
+  publicOnly: z
+    .literal(true)
+    .optional()
+    .describe(
+      'Read-only, set by the control plane: the upstream was vetted as public when an admin last changed it, and every connection to it must reach a public address',
+    ),
   baseUrlEnv: z.string().optional(),
   reads: z.enum(['pass', 'gate']),
   routes: z.array(routeSchema),

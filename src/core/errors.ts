@@ -273,7 +273,7 @@ export const ERRORS = {
     'upstream_address_refused',
     502,
     'the upstream resolves to a private address',
-    "The system's upstream was public when it was enrolled, and its name now resolves to a loopback, private or link-local address (a changed DNS record: rebinding). The connection was refused, so nothing of the write was sent; `address` names what it resolved to.",
+    "The system's upstream was public when it was enrolled, and its name now resolves to a loopback, private or link-local address (a changed DNS record: rebinding). The connection was refused, so nothing of the write was sent. The address is logged, not told to the agent.",
   ),
   upstreamTimeout: def(
     'upstream_timeout',

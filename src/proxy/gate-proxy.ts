@@ -322,7 +322,6 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           error: timedOut || certificate || inside ? def.message : 'upstream unreachable',
           code: def.code,
           ...(certificate ? { certificateError: code } : {}),
-          ...(inside ? { address: err.address } : {}),
           ...(receiptId ? { receiptId } : {}),
         })
       } else res.destroy()

@@ -44,6 +44,8 @@ function summary(d: SystemDefinition) {
     tools: d.tools.map((t) => t.name),
     routesSha256: sha256Hex(canonicalJson(d.routes)),
     toolsSha256: sha256Hex(canonicalJson(d.tools)),
+    // Whether its connections are held to public addresses (an operator's change clears it).
+    publicOnly: d.publicOnly === true,
     // The reference only: a variable name or a file path, and the header it goes in.
     credential: d.credential
       ? {
@@ -157,19 +159,28 @@ export function createSystemService(deps: {
   const actorDetail = (actor: SystemActor) =>
     actor.kind === 'key' ? actorOf(actor) : { type: 'operator', source: actor.source }
 
+  /** Whether two definitions mean the same system: every field a definition has (not publicOnly, which is the control plane's). */
   const same = (a: SystemDefinition, b: SystemDefinition) => {
     const strip = ({
       systemId,
+      kind,
+      mcp,
+      graphql,
       upstream,
       credential,
+      caBundle,
       baseUrlEnv,
       reads,
       routes,
       tools,
     }: SystemDefinition) => ({
       systemId,
+      kind,
+      mcp,
+      graphql,
       upstream,
       credential,
+      caBundle,
       baseUrlEnv,
       reads,
       routes,

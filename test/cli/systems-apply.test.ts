@@ -6,6 +6,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
 import { systemsApplyCommand, systemsExportCommand } from '../../src/cli/systems-apply.js'
+import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -32,7 +33,11 @@ t.test('writegate systems apply / export against a running control plane', async
   const url = await cp.listen()
   const tenant = await api.newTenant()
   const env = { WRITEGATE_API_KEY: tenant.apiKey }
-  const run = async (options: Record<string, string | undefined>, command = systemsApplyCommand) => {
+  const run = async (
+    options: Record<string, string | undefined>,
+    command = systemsApplyCommand,
+    apiKey = tenant.apiKey,
+  ) => {
     let out = ''
     let err = ''
     const io = {
@@ -41,7 +46,7 @@ t.test('writegate systems apply / export against a running control plane', async
       stderrIsTty: false,
       stdin: process.stdin,
     }
-    const code = await command({ url, ...options }, io, env)
+    const code = await command({ url, ...options }, io, { ...env, WRITEGATE_API_KEY: apiKey })
     return { code, out, err }
   }
 
@@ -62,6 +67,43 @@ t.test('writegate systems apply / export against a running control plane', async
       ['sys_a', 'sys_b'],
     )
   })
+
+  // Found in review: GET /v1/systems left out kind, mcp, graphql and caBundle, so every apply
+  // re-sent an MCP or GraphQL system (a new version, which refuses its staged actions), and any
+  // change applied dropped a caBundle.
+  t.test(
+    'an MCP system and a caBundle survive applies: unchanged is unchanged, a change keeps the bundle',
+    async (t) => {
+      const own = await api.newTenant()
+      const apply = (systems: unknown[]) => run({ file: file(systems) }, systemsApplyCommand, own.apiKey)
+      const { certPem: caPem } = await createInterceptionCa({
+        hosts: ['billing.example.com'],
+        days: 1,
+        name: 'apply CA',
+      })
+      const mcp = system('sys_mcp', {
+        kind: 'mcp',
+        upstream: 'https://tools.example.com',
+        routes: [],
+        mcp: { endpoint: '/mcp', tools: [{ name: 'create_*', verb: 'refund' }], filterToolsList: true },
+      })
+      const bundled = system('sys_ca', { caBundle: caPem })
+      const first = await apply([mcp, bundled])
+      t.equal(first.code, 0, first.err)
+      const again = await apply([mcp, bundled])
+      t.match(again.out, /= sys_mcp \(unchanged, version 1\)\n= sys_ca \(unchanged, version 1\)/)
+      const got = (await api.get('/v1/systems/sys_mcp', { bearer: own.apiKey })).body
+      t.match(got, { kind: 'mcp', mcp: { endpoint: '/mcp', filterToolsList: true } }, 'GET shows the binding')
+      const changed = system('sys_ca', {
+        caBundle: caPem,
+        routes: [{ method: 'POST', path: '/v1/refunds/{id}', verb: 'refund' }],
+      })
+      const update = await apply([mcp, changed])
+      t.match(update.out, /~ sys_ca/)
+      const after = (await api.get('/v1/systems/sys_ca', { bearer: own.apiKey })).body
+      t.same([after.version, after.caBundle], [2, caPem], 'the change applied, its bundle kept')
+    },
+  )
 
   t.test('a diff, --dry-run changes nothing, then updates by ifVersion and --prune deletes', async (t) => {
     const f = file([system('sys_a', { reads: 'gate' }), system('sys_c')])

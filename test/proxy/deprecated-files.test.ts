@@ -2,6 +2,7 @@ import { generate } from 'otplib'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
 import { startProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
+import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest, capturingLogger, LOG_LEVEL, waitReady } from '../helpers/proxy.js'
@@ -96,7 +97,17 @@ t.test("the control plane's systems file is enrolled at start-up into the tenant
   const changed = { ...file, systems: file.systems.map((s) => ({ ...s, reads: 'gate' as const })) }
   const fourth = await startControlPlane(t, 'pglite-memory', { db: first.db, systems: changed })
   await fourth.cp.close()
-  t.match(await receipts('SYSTEM_UPDATE'), [{ detail: { previousVersion: 1, version: 2 } }])
+  t.match(await receipts('SYSTEM_UPDATE'), [
+    { detail: { previousVersion: 1, version: 2, publicOnly: false } },
+  ])
+  // Found in review: a change to a field the comparison left out (caBundle, kind, mcp, graphql)
+  // was taken for no change, and never applied.
+  const { certPem } = await createInterceptionCa({ hosts: ['billing.example.com'], days: 1 })
+  const bundled = { ...changed, systems: changed.systems.map((s) => ({ ...s, caBundle: certPem })) }
+  const fifth = await startControlPlane(t, 'pglite-memory', { db: first.db, systems: bundled })
+  const stored = (await fifth.api.get('/v1/systems/sys_billing', { bearer: tenant.apiKey })).body
+  await fifth.cp.close()
+  t.same([stored.version, stored.caBundle], [3, certPem], 'a new bundle is a new version')
 
   // A system that names no tenant, or an unknown one, stops start-up naming it.
   for (const [bad, message] of [
