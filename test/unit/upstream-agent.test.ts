@@ -2,9 +2,14 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { type Agent, createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
 import { createServer as createTlsServer, type Agent as HttpsAgent, request as tlsRequest } from 'node:https'
-import type { AddressInfo, Socket } from 'node:net'
+import type { AddressInfo, LookupFunction, Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import { createUpstreamAgent, UPSTREAM_TIMEOUT_CODE } from '../../src/proxy/upstream-agent.js'
+import {
+  PRIVATE_ADDRESS_CODE,
+  PrivateAddressRefused,
+  publicOnlyLookup,
+} from '../../src/systems/public-address-lookup.js'
 import { selfSigned } from '../helpers/self-signed.js'
 
 const SILENCE_MS = 150
@@ -37,6 +42,33 @@ for (const scheme of ['http', 'https'] as const) {
       req.end('{}')
     })
   }
+
+  t.test(
+    `${scheme}: names resolve through the agent's lookup; a publicOnly one refuses a private answer`,
+    async (t) => {
+      const listening = await upstream(t, (_req, res) => res.end('ok'))
+      // By name (the certificate is for localhost), resolved by the test's resolver.
+      const origin = new URL(`${scheme}://localhost:${listening.port}`)
+      const asked: string[] = []
+      const lookup: LookupFunction = (hostname, options, callback) => {
+        asked.push(hostname)
+        if (options.all) callback(null, [{ address: '127.0.0.1', family: 4 }])
+        else callback(null, '127.0.0.1', 4)
+      }
+      const any = createUpstreamAgent(origin, 60_000, undefined, lookup)
+      t.teardown(() => any.destroy())
+      t.equal((await send(origin, any)).status, 200, 'connected through the lookup given')
+      t.same(asked, ['localhost'])
+      const held = createUpstreamAgent(origin, 60_000, undefined, publicOnlyLookup(lookup))
+      t.teardown(() => held.destroy())
+      const err = await send(origin, held).then(
+        () => null,
+        (e: NodeJS.ErrnoException) => e,
+      )
+      t.equal(err?.code, PRIVATE_ADDRESS_CODE, 'refused before connecting')
+      t.ok(err instanceof PrivateAddressRefused, 'the error the proxy maps to upstream_address_refused')
+    },
+  )
 
   t.test(`${scheme}: an upstream that stays silent fails the request with UPSTREAM_TIMEOUT`, async (t) => {
     const origin = await upstream(t, () => {}) // never answers
