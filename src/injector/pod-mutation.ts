@@ -43,10 +43,17 @@ export type PodMutation =
   /** Asked for injection but cannot be gated safely: refused with a message for `kubectl`. */
   | { outcome: 'rejected'; message: string }
 
-/** What a volume points at; the API server fills in defaults (defaultMode, …) that a comparison must ignore. */
+/**
+ * What a volume points at, and which of its keys it exposes under which paths; the API server
+ * fills in defaults (defaultMode, …) that a comparison must ignore. The keys count: a pod's own
+ * `writegate-ca-cert` naming the CA's Secret without `items` (or remapping `ca.key` to `ca.crt`)
+ * would hand the agents the interception CA's private key.
+ */
 function volumeSource(v: Volume): string {
-  if (v.configMap) return `configMap:${v.configMap.name}`
-  if (v.secret) return `secret:${v.secret.secretName}`
+  const items = (list: { key: string; path: string }[] | undefined) =>
+    JSON.stringify((list ?? null) && list?.map((i) => [i.key, i.path]))
+  if (v.configMap) return `configMap:${v.configMap.name}:${items(v.configMap.items)}`
+  if (v.secret) return `secret:${v.secret.secretName}:${items(v.secret.items)}`
   if (v.emptyDir) return 'emptyDir'
   return 'other'
 }

@@ -715,6 +715,30 @@ t.test(
     const refused = answerReview(leaky, opts).body as AdmissionResponseBody
     t.equal(refused.response.allowed, false)
     t.match(refused.response.status?.message, /tenant-ca/)
+
+    // Found in review: the agents' CA volume declared by the pod itself, under writegate's name,
+    // with all the Secret's keys (the CA's private key among them) or the key remapped.
+    for (const [what, secret] of [
+      ['every key', { secretName: 'tenant-ca' }],
+      [
+        "the key under the certificate's name",
+        { secretName: 'tenant-ca', items: [{ key: 'ca.key', path: 'ca.crt' }] },
+      ],
+    ] as const) {
+      const own = fixture('review-annotated-pod.json')
+      own.request.object.metadata.annotations['writegate.io/tls-ca-secret'] = 'tenant-ca'
+      own.request.object.spec.volumes = [
+        ...(own.request.object.spec.volumes ?? []),
+        { name: 'writegate-ca-cert', secret },
+      ]
+      own.request.object.spec.containers[0].volumeMounts = [
+        ...(own.request.object.spec.containers[0].volumeMounts ?? []),
+        { name: 'writegate-ca-cert', mountPath: '/loot' },
+      ]
+      const answer = answerReview(own, opts).body as AdmissionResponseBody
+      t.equal(answer.response.allowed, false, what)
+      t.match(answer.response.status?.message, /volume name writegate-ca-cert is reserved/, what)
+    }
   },
 )
 
