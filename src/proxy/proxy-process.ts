@@ -46,6 +46,9 @@ export interface ProxyParts {
   lookup?: LookupFunction | undefined
 }
 
+/** The variable that switches http-proxy-3 to its fetch path (checked by test/unit/http-proxy-internals.test.ts). */
+export const FETCH_PATH_VARIABLE = 'FORCE_FETCH_PATH'
+
 /** A deprecated route table file, read once; its systems are served beside the tenant's enrolled ones. */
 function routesFileOf(settings: Settings, logger: Logger): SystemsFile | null {
   const file = settings.proxy.routesFile
@@ -179,6 +182,13 @@ export async function startProxy(
   },
 ): Promise<RunningProxy> {
   const env = opts.env ?? process.env
+  // http-proxy-3 forwards with fetch when this is "true", read from the process's environment on
+  // every request: that path follows redirects (the injected credential with them) and bypasses
+  // the upstream agents (their timeouts, CA bundles and public-address rule).
+  if (process.env[FETCH_PATH_VARIABLE] !== undefined)
+    throw new ConfigError(
+      `environment variable ${FETCH_PATH_VARIABLE} is set: http-proxy-3 would forward with fetch, which follows redirects and bypasses writegate's upstream connections; unset it`,
+    )
   const routesFile = routesFileOf(settings, parts.logger)
   const agents = agentsPerOrigin(settings.proxy.upstreamTimeoutMs, parts.lookup)
   const credentials = createSystemCredentials({

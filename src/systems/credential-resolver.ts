@@ -1,5 +1,5 @@
-import { readFileSync, realpathSync } from 'node:fs'
-import { sep } from 'node:path'
+import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync, realpathSync } from 'node:fs'
+import { resolve, sep } from 'node:path'
 import type { SystemsFile } from '../config/systems.js'
 import type { CredentialRef } from './system-definition.js'
 
@@ -45,6 +45,12 @@ function envAllowed(entries: readonly Entry[], tenantId: string, name: string): 
   )
 }
 
+/** Whether a path lies below an allowed directory, the directory's links resolved. */
+function startsWithReal(path: string, dir: string): boolean {
+  const real = realDir(dir)
+  return real !== null && path.startsWith(real)
+}
+
 /** The directory itself, resolved once; a missing one allows nothing. */
 function realDir(dir: string): string | null {
   try {
@@ -52,6 +58,50 @@ function realDir(dir: string): string | null {
     return real.endsWith(sep) ? real : real + sep
   } catch {
     return null
+  }
+}
+
+/** A directory as written, made absolute without touching the file system. */
+const asWritten = (dir: string) => {
+  const d = resolve(dir)
+  return d.endsWith(sep) ? d : d + sep
+}
+
+/** A secret is a token, not a document: a larger file is refused unread. */
+export const MAX_SECRET_FILE_BYTES = 64 * 1024
+
+/**
+ * The secret in a file already judged allowed: opened without following a last link and without
+ * blocking (a FIFO would hang the process), a regular file of at most MAX_SECRET_FILE_BYTES, and
+ * the file opened is judged again (`stillAllowed`, by /proc/self/fd on Linux): a directory on the
+ * way swapped for a link between the check and the open would otherwise be followed.
+ */
+export function readSecretFile(
+  real: string,
+  stillAllowed: (opened: string) => boolean,
+): { ok: true; value: string } | { ok: false; reason: string } {
+  let fd: number
+  try {
+    fd = openSync(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+  } catch (err) {
+    return { ok: false, reason: (err as NodeJS.ErrnoException).code ?? 'error' }
+  }
+  try {
+    const st = fstatSync(fd)
+    if (!st.isFile()) return { ok: false, reason: 'not a regular file' }
+    let opened: string | null = null
+    try {
+      opened = readlinkSync(`/proc/self/fd/${fd}`)
+    } catch {} // no /proc (not Linux): the check before the open stands alone
+    if (opened !== null && !stillAllowed(opened)) return { ok: false, reason: 'moved out of its directory' }
+    const buf = Buffer.alloc(MAX_SECRET_FILE_BYTES + 1)
+    const n = readSync(fd, buf, 0, buf.length, 0)
+    if (n > MAX_SECRET_FILE_BYTES) return { ok: false, reason: `larger than ${MAX_SECRET_FILE_BYTES} bytes` }
+    return { ok: true, value: buf.subarray(0, n).toString('utf8').trim() }
+  } catch (err) {
+    return { ok: false, reason: (err as NodeJS.ErrnoException).code ?? 'error' }
+  } finally {
+    closeSync(fd)
   }
 }
 
@@ -105,34 +155,38 @@ export function createCredentialResolver(deps: {
           problem: `environment variable ${name} is not allowed by credentials.allowEnv (WRITEGATE_CREDENTIALS_ALLOW_ENV)`,
         }
       const v = deps.env[name]
-      if (v === undefined || v === '')
-        return { ok: false, problem: `environment variable ${name} is not set` }
+      // Empty or blank would go out as the prefix alone: no credential, sent as one.
+      if (v === undefined || v.trim() === '')
+        return { ok: false, problem: `environment variable ${name} is not set or blank` }
       return { ok: true, value: v }
     }
     const file = ref.fromFile as string
+    const operator = operatorAllows(tenantId, (r) => r.fromFile === file)
+    const mine = fileEntries.filter((e) => forTenant(e, tenantId))
+    const notAllowed = {
+      ok: false as const,
+      problem: `file ${file} is not below a directory of credentials.allowFiles (WRITEGATE_CREDENTIALS_ALLOW_FILES)`,
+    }
+    // First by the path as written, touching nothing: whether a file outside the allowed
+    // directories exists is no business of a tenant admin's (the problem reaches receipts).
+    const written = resolve(file)
+    if (
+      !operator &&
+      !mine.some((e) => written.startsWith(asWritten(e.value)) || startsWithReal(written, e.value))
+    )
+      return notAllowed
     let real: string
     try {
       real = realpathSync(file)
     } catch (err) {
       return { ok: false, problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
     }
-    const allowed =
-      operatorAllows(tenantId, (r) => r.fromFile === file) ||
-      fileEntries.some((e) => {
-        if (!forTenant(e, tenantId)) return false
-        const dir = realDir(e.value)
-        return dir !== null && real.startsWith(dir)
-      })
-    if (!allowed)
-      return {
-        ok: false,
-        problem: `file ${file} is not below a directory of credentials.allowFiles (WRITEGATE_CREDENTIALS_ALLOW_FILES)`,
-      }
-    try {
-      return { ok: true, value: readFileSync(real, 'utf8').trim() }
-    } catch (err) {
-      return { ok: false, problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
-    }
+    const allowedReal = (path: string) => operator || mine.some((e) => startsWithReal(path, e.value))
+    if (!allowedReal(real)) return notAllowed
+    const read = readSecretFile(real, allowedReal)
+    if (!read.ok) return { ok: false, problem: `cannot read ${file} (${read.reason})` }
+    if (read.value === '') return { ok: false, problem: `file ${file} is empty` }
+    return read
   }
 
   return {

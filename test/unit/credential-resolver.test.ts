@@ -1,9 +1,14 @@
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { parseSettings } from '../../src/config/load.js'
-import { createCredentialResolver } from '../../src/systems/credential-resolver.js'
+import {
+  createCredentialResolver,
+  MAX_SECRET_FILE_BYTES,
+  readSecretFile,
+} from '../../src/systems/credential-resolver.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-cred-'))
 const allowed = join(dir, 'allowed')
@@ -123,3 +128,75 @@ t.test("writegate's own settings cannot be allowed for injection", async (t) => 
   for (const entry of ['WRITEGATE_CREDENTIAL_GITHUB', 'WRITEGATE_CREDENTIAL_*', 'BILLING_*', 'ten_a:X'])
     t.doesNotThrow(() => parseSettings({ credentials: { allowEnv: [entry] } }), entry)
 })
+
+/** Found in review: each of these was sent upstream, hung the process or told what exists. */
+t.test(
+  'a blank secret, a FIFO, a huge file and paths outside are refused without reading them',
+  async (t) => {
+    const blankEnv = { BLANK: '   ', EMPTY: '' }
+    writeFileSync(join(allowed, 'blank'), '\n  \n')
+    writeFileSync(join(allowed, 'huge'), Buffer.alloc(MAX_SECRET_FILE_BYTES + 1, 'a'))
+    writeFileSync(join(allowed, 'largest'), Buffer.alloc(MAX_SECRET_FILE_BYTES, 'b'))
+    execFileSync('mkfifo', [join(allowed, 'fifo')])
+    const r = createCredentialResolver({
+      env: blankEnv,
+      allow: { env: ['BLANK', 'EMPTY'], files: [allowed] },
+    })
+    const ref = (over: Record<string, string>) => ({ header: 'authorization', prefix: 'Bearer ', ...over })
+    t.match(r.resolve('ten_a', ref({ fromEnv: 'BLANK' })), {
+      ok: false,
+      problem: /BLANK is not set or blank/,
+    })
+    t.match(r.resolve('ten_a', ref({ fromEnv: 'EMPTY' })), {
+      ok: false,
+      problem: /EMPTY is not set or blank/,
+    })
+    t.match(r.resolve('ten_a', ref({ fromFile: join(allowed, 'blank') })), { ok: false, problem: /is empty/ })
+    t.match(
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'huge') })),
+      { ok: false, problem: /larger than 65536 bytes/ },
+      'a file past the limit is refused',
+    )
+    t.match(
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'largest') })),
+      { ok: true },
+      'one at the limit is read',
+    )
+    t.match(
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'fifo') })),
+      { ok: false, problem: /not a regular file/ },
+      'a FIFO is refused, not waited on',
+    )
+    // Outside every allowed directory, whether it exists or not: one answer, nothing looked up.
+    for (const path of [join(other, 'master.key'), join(other, 'no-such-file'), '/root/.ssh/id_rsa'])
+      t.match(
+        r.resolve('ten_a', ref({ fromFile: path })),
+        { ok: false, problem: /is not below a directory of credentials\.allowFiles/ },
+        path,
+      )
+  },
+)
+
+t.test(
+  'the file opened is judged again: a directory swapped for a link after the check is caught',
+  async (t) => {
+    // The state a race leaves: the resolver judged `allowed/real/token` by its realpath, then `real`
+    // became a link out before the open. The open follows it; the file opened is what counts.
+    const base = mkdtempSync(join(tmpdir(), 'wg-cred-race-'))
+    t.teardown(() => rmSync(base, { recursive: true, force: true }))
+    const root = join(base, 'allowed')
+    mkdirSync(root)
+    mkdirSync(join(base, 'outside'))
+    writeFileSync(join(base, 'outside', 'token'), 'OUTSIDE-SECRET')
+    symlinkSync(join(base, 'outside'), join(root, 'real'))
+    const judged = join(root, 'real', 'token')
+    const insideRoot = (opened: string) => opened.startsWith(`${root}/`)
+    const read = readSecretFile(judged, insideRoot)
+    t.same(read, { ok: false, reason: 'moved out of its directory' })
+    t.same(
+      readSecretFile(judged, () => true),
+      { ok: true, value: 'OUTSIDE-SECRET' },
+      'what it would have read',
+    )
+  },
+)
