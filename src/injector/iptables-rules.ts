@@ -8,7 +8,10 @@ import { isIP } from 'node:net'
  *   own (matched by its UID, as Istio's istio-init does), loopback, and operator-listed
  *   destinations;
  * - filter: outbound UDP is dropped except DNS to the pod's own nameservers, so HTTP/3 (QUIC),
- *   or anything else over UDP, cannot go around the proxy.
+ *   or anything else over UDP, cannot go around the proxy; and every other protocol a process's
+ *   socket sends (ICMP echo from an unprivileged ping socket: a tunnel) is dropped too, the
+ *   proxy's own and loopback excepted. What the kernel sends itself keeps flowing (ICMP
+ *   replies and errors, IGMP, IPv6 neighbour and listener discovery: let through by type).
  *
  * They are written as iptables-restore input: each table is replaced atomically, so a
  * restarted init container installs the same rules again instead of appending duplicates.
@@ -70,10 +73,30 @@ function ruleParts(opts: IptablesOptions, family: IpFamily): { before: string[];
       UDP_DNS_MARK,
       ...cidrs.map((c) => `-A ${UDP_CHAIN} -d ${c} -j RETURN`),
       `-A ${UDP_CHAIN} -j DROP`,
+      // UDP back from its chain was let through there; TCP is nat's (redirected to the proxy).
+      '-A OUTPUT -p udp -j ACCEPT',
+      // The operator's excluded destinations, for every protocol (TCP's are nat's RETURNs).
+      ...cidrs.map((c) => `-A OUTPUT -d ${c} -j ACCEPT`),
+      ...(family === 6
+        ? KERNEL_ICMP6.map((type) => `-A OUTPUT -p ipv6-icmp --icmpv6-type ${type} -j ACCEPT`)
+        : [
+            ...KERNEL_ICMP4.map((type) => `-A OUTPUT -p icmp --icmp-type ${type} -j ACCEPT`),
+            '-A OUTPUT -p igmp -j ACCEPT',
+          ]),
+      `-A OUTPUT ! -p tcp ! -o lo -m owner --socket-exists ! --uid-owner ${opts.proxyUid} -j DROP`,
       'COMMIT',
     ],
   }
 }
+
+/**
+ * ICMP the kernel sends itself (from sockets of its own, which the owner match cannot tell from a
+ * process's): replies and errors, and IPv6's neighbour and multicast-listener discovery, without
+ * which nothing reaches the pod over IPv6. A process without NET_RAW (an enforced agent has none:
+ * it may not run as root) can send none of these; its ping socket sends echo requests only.
+ */
+const KERNEL_ICMP4 = [0, 3, 11, 12] as const
+const KERNEL_ICMP6 = [1, 2, 3, 4, 129, 130, 131, 132, 133, 134, 135, 136, 143] as const
 
 /** Where the filter table's DNS exemptions go in `after` (never written out). */
 const UDP_DNS_MARK = '#dns'

@@ -34,6 +34,13 @@ COMMIT
 -A WRITEGATE_UDP -o lo -j RETURN
 -A WRITEGATE_UDP -d 10.96.0.10/32 -p udp --dport 53 -j RETURN
 -A WRITEGATE_UDP -j DROP
+-A OUTPUT -p udp -j ACCEPT
+-A OUTPUT -p icmp --icmp-type 0 -j ACCEPT
+-A OUTPUT -p icmp --icmp-type 3 -j ACCEPT
+-A OUTPUT -p icmp --icmp-type 11 -j ACCEPT
+-A OUTPUT -p icmp --icmp-type 12 -j ACCEPT
+-A OUTPUT -p igmp -j ACCEPT
+-A OUTPUT ! -p tcp ! -o lo -m owner --socket-exists ! --uid-owner 1337 -j DROP
 COMMIT
 `,
     )
