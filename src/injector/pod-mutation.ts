@@ -245,6 +245,23 @@ function appendOps(path: string[], current: unknown[] | undefined, items: unknow
   return items.map((value) => ({ op: 'add', path: pointer(...path, '-'), value }))
 }
 
+/** Why a pod that is not injected may not run: it reads a Secret only writegate's proxies may hold. */
+function heldByProxiesOnly(pod: Pod, defaults: InjectorOptions['defaults']): string | undefined {
+  const only = new Set([defaults.proxySecret, ...(defaults.tlsCaSecret ? [defaults.tlsCaSecret] : [])])
+  const spec = pod.spec
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers, ...(spec.ephemeralContainers ?? [])]) {
+    const leaked = secretsReferencedBy(c as Container).find((s) => only.has(s))
+    if (leaked)
+      return `container ${c.name} reads Secret ${leaked}, which only the writegate proxy may hold (annotate the pod writegate.io/inject: "true")`
+  }
+  for (const v of spec.volumes ?? []) {
+    const leaked = secretsOfVolume(v).find((s) => only.has(s))
+    if (leaked)
+      return `volume ${v.name} exposes Secret ${leaked}, which only the writegate proxy may hold (annotate the pod writegate.io/inject: "true")`
+  }
+  return undefined
+}
+
 /**
  * The JSON Patch that injects gate-proxy into a pod, computed as the difference between the
  * pod and its injected state. Applying it and asking again gives an empty patch, so a
@@ -252,7 +269,13 @@ function appendOps(path: string[], current: unknown[] | undefined, items: unknow
  */
 export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
   const reading = readInjectionAnnotations(pod.metadata?.annotations, opts.defaults)
-  if (reading.kind === 'not-requested') return { outcome: 'skipped' }
+  if (reading.kind === 'not-requested') {
+    // Not injected, so not gated: it may not hold what only a proxy may (the proxy's Secret has
+    // the Redis URL every tenant's decision state is behind). Secrets named by a pod's own
+    // annotations are unknown here; the defaults are what a namespace usually holds.
+    const held = heldByProxiesOnly(pod, opts.defaults)
+    return held ? { outcome: 'rejected', message: held } : { outcome: 'skipped' }
+  }
   if (reading.kind === 'invalid') return { outcome: 'rejected', message: reading.message }
   const req = reading.request
   const spec = pod.spec

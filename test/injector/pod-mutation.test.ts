@@ -287,6 +287,36 @@ t.test('an un-annotated pod passes untouched', async (t) => {
   t.equal(answerReview(off, opts).summary.outcome, 'skipped')
 })
 
+// Its Redis URL writes every tenant's decision state: a pod that is not gated may not hold it.
+t.test("an un-annotated pod may not hold the proxy's Secret", async (t) => {
+  const cases: [string, (spec: Pod['spec']) => void, RegExp][] = [
+    [
+      'a volume',
+      (s) => {
+        s.volumes = [...(s.volumes ?? []), { name: 'loot', secret: { secretName: 'writegate-proxy' } }]
+      },
+      /volume loot exposes Secret writegate-proxy/,
+    ],
+    [
+      'envFrom',
+      (s) => {
+        s.containers[0]!.envFrom = [{ secretRef: { name: 'writegate-proxy' } }]
+      },
+      /reads Secret writegate-proxy, which only the writegate proxy may hold/,
+    ],
+  ]
+  for (const [what, change, message] of cases) {
+    const review = fixture('review-unannotated-pod.json')
+    change(review.request.object.spec)
+    const answer = answerReview(review, opts).body as AdmissionResponseBody
+    t.equal(answer.response.allowed, false, what)
+    t.match(answer.response.status?.message, message, what)
+  }
+  const other = fixture('review-unannotated-pod.json')
+  other.request.object.spec.volumes = [{ name: 'creds', secret: { secretName: 'billing-api-token' } }]
+  t.equal(answerReview(other, opts).summary.outcome, 'skipped', 'any other Secret is its own business')
+})
+
 t.test('the native-sidecar switch puts the proxy among the containers instead', async (t) => {
   const classic = injectorOptions(parseSettings({ injector: { proxy: { nativeSidecar: false } } }))
   const review = fixture('review-annotated-pod.json')
