@@ -49,9 +49,10 @@ const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
 const IPV4 = `${OCTET}(\\.${OCTET}){3}`
 const IPV6 = '[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*'
-const PREFIX4 = '(3[0-2]|[12]?[0-9])'
-const PREFIX6 = '(12[0-8]|1[01][0-9]|[1-9]?[0-9])'
-const CIDR = { type: 'string', pattern: `^(${IPV4}/${PREFIX4}|${IPV6}/${PREFIX6})$` }
+// Excluded from enforcement: no prefix shorter than /8 (most of the Internet, enforcement off).
+const NARROW4 = '(3[0-2]|[12][0-9]|[89])'
+const NARROW6 = '(12[0-8]|1[01][0-9]|[1-9][0-9]|[89])'
+const EXCLUDED_CIDR = { type: 'string', pattern: `^(${IPV4}/${NARROW4}|${IPV6}/${NARROW6})$` }
 // trustProxy: no /0 (proxy-addr refuses to trust everyone).
 const TRUSTED = {
   type: 'string',
@@ -89,8 +90,11 @@ const CONSTRAINTS: Record<string, Schema> = {
   'injector.proxy.metricsPort': PORT,
   'injector.proxy.logLevel': LOG_LEVEL,
   'injector.enforce.excludeOutboundPorts': { items: { type: 'integer', ...PORT } },
-  'injector.enforce.excludeOutboundCidrs': { items: CIDR },
-  'injector.proxy.noProxy': { items: { type: 'string', pattern: '^[A-Za-z0-9.*:/_-]+$' } },
+  'injector.enforce.excludeOutboundCidrs': { items: EXCLUDED_CIDR },
+  // Not `*` (no proxy for any host); a short CIDR prefix is refused by the injector at start.
+  'injector.proxy.noProxy': {
+    items: { type: 'string', pattern: '^[A-Za-z0-9.*:/_-]+$', not: { const: '*' } },
+  },
   'injector.proxy.routesKey': { pattern: '^[-._a-zA-Z0-9]+$' },
   'injector.defaults.proxySecret': OBJECT_NAME,
   'controlPlane.trustProxy': { items: TRUSTED },

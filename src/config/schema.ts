@@ -79,6 +79,18 @@ const cidr = z.string().refine(
   { message: 'expected a CIDR such as 10.0.0.0/8' },
 )
 
+/** A prefix shorter than /8 takes most of the Internet out of the proxy's reach: enforcement off in all but name. */
+const MIN_EXCLUDED_PREFIX = 8
+const excludedCidr = cidr.refine((s) => Number(s.split('/')[1]) >= MIN_EXCLUDED_PREFIX, {
+  message: `a prefix shorter than /${MIN_EXCLUDED_PREFIX} would let agents reach most addresses around the proxy`,
+})
+const noProxyEntry = z
+  .string()
+  .regex(/^[A-Za-z0-9.*:/_-]+$/)
+  .refine((s) => s !== '*' && !(/\/\d+$/.test(s) && Number(s.split('/').at(-1)) < MIN_EXCLUDED_PREFIX), {
+    message: `* or a prefix shorter than /${MIN_EXCLUDED_PREFIX} would have agents go around the proxy for most hosts`,
+  })
+
 /** The Kubernetes admission webhook that injects gate-proxy beside annotated agent pods. */
 const injectorSettings = z
   .object({
@@ -122,7 +134,7 @@ const injectorSettings = z
         /** Run the proxy as a native sidecar (an init container with restartPolicy Always, Kubernetes 1.29+): agents start only once it is ready, and Jobs still finish. */
         nativeSidecar: z.boolean().default(true),
         /** Hosts agents reach directly, besides loopback (NO_PROXY syntax). */
-        noProxy: z.array(z.string().regex(/^[A-Za-z0-9.*:/_-]+$/)).default([]),
+        noProxy: z.array(noProxyEntry).default([]),
         resources: resources.prefault({
           requests: { cpu: '50m', memory: '64Mi' },
           limits: { cpu: '1', memory: '256Mi' },
@@ -136,7 +148,7 @@ const injectorSettings = z
         /** Needs iptables; unset means the proxy image (the writegate image ships iptables). */
         image: imageRef.optional(),
         /** Destinations that skip the redirect (the API server for a controller agent, say). */
-        excludeOutboundCidrs: z.array(cidr).default([]),
+        excludeOutboundCidrs: z.array(excludedCidr).default([]),
         excludeOutboundPorts: z.array(num((n) => n.int().min(1).max(65535))).default([]),
       })
       .strict()

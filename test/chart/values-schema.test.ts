@@ -83,8 +83,12 @@ t.test('the chart refuses, as the settings do, values that would install and cra
     [['controlPlane', 'trustProxy'], ['fd00::/8'], ['0.0.0.0/0']],
     [['controlPlane', 'trustProxy'], ['192.168.0.1'], ['999.1.1.1']],
     [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.1/32', 'fd00::/8'], ['10.96.0.1']],
-    [['injector', 'enforce', 'excludeOutboundCidrs'], ['0.0.0.0/0'], ['10.0.0.0/99']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.0.0.0/8'], ['10.0.0.0/99']],
+    // Found in review: enforcement off in all but name.
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['fd00::/8'], ['0.0.0.0/0']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.0/12'], ['::/0']],
     [['injector', 'proxy', 'noProxy'], ['.svc.cluster.local', '10.0.0.0/8'], ['a b']],
+    [['injector', 'proxy', 'noProxy'], ['*.example.com'], ['*']],
     [['injector', 'proxy', 'routesKey'], 'systems.yaml', '../x y'],
     [['injector', 'defaults', 'proxySecret'], 'writegate-proxy', 'Writegate_Proxy'],
   ]

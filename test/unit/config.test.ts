@@ -252,6 +252,23 @@ t.test('a bad injector value stops start-up with one line naming it', async (t) 
       /^invalid setting injector\.enforce\.excludeOutboundCidrs\.0: expected a CIDR/,
     ],
     [
+      {
+        WRITEGATE_CONFIG: file(
+          'inj-w.yaml',
+          'injector:\n  enforce:\n    excludeOutboundCidrs: [0.0.0.0/0]\n',
+        ),
+      },
+      /^invalid setting injector\.enforce\.excludeOutboundCidrs\.0: a prefix shorter than \/8/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('inj-n.yaml', 'injector:\n  proxy:\n    noProxy: ["*"]\n') },
+      /^invalid setting injector\.proxy\.noProxy\.0: \* or a prefix shorter than \/8/,
+    ],
+    [
+      { WRITEGATE_CONFIG: file('inj-m.yaml', 'injector:\n  proxy:\n    noProxy: [0.0.0.0/1]\n') },
+      /^invalid setting injector\.proxy\.noProxy\.0: \* or a prefix shorter than \/8/,
+    ],
+    [
       { WRITEGATE_CONFIG: file('inj-u.yaml', 'injector:\n  tls:\n    cert: /x\n') },
       /^invalid setting injector\.tls: unknown setting\(s\) cert$/,
     ],
