@@ -142,12 +142,10 @@ async function main() {
       rig.tenant.apiKey,
     )
     // WG_BENCH_PROXY_NODE_OPTIONS: V8 flags for the gated proxy alone (a footprint experiment).
-    const gatedProxy = await rig.startProxy(
-      {},
-      process.env.WG_BENCH_PROXY_NODE_OPTIONS
-        ? { NODE_OPTIONS: process.env.WG_BENCH_PROXY_NODE_OPTIONS }
-        : {},
-    )
+    const proxyEnv: Record<string, string> = process.env.WG_BENCH_PROXY_NODE_OPTIONS
+      ? { NODE_OPTIONS: process.env.WG_BENCH_PROXY_NODE_OPTIONS }
+      : {}
+    const gatedProxy = await rig.startProxy({}, proxyEnv)
     const gated = gatedProxy.child
     const cp = rig.controlPlane
 
@@ -272,7 +270,31 @@ async function main() {
     )
     const mb = (x: number) => `${x.toFixed(0)} MB`
     console.log(
-      `proxy footprint at 1000/s: gated ${g.vcpu.toFixed(2)} vCPU, RSS ${mb(g.rssIdle)} idle, ${mb(g.rssLoaded.now)} after (peak ${mb(g.rssLoaded.peak)}); bare ${b.vcpu.toFixed(2)} vCPU, ${mb(b.rssIdle)} idle, ${mb(b.rssLoaded.now)} after (target: gated <= 0.20 vCPU and <= 60 MB, an Istio 1.24 sidecar: ${g.vcpu <= 0.2 && g.rssLoaded.peak <= 60 ? 'met' : 'NOT met'})`,
+      `proxy footprint at 1000/s after the saturation warm-up: gated ${g.vcpu.toFixed(2)} vCPU, RSS ${mb(g.rssIdle)} idle, ${mb(g.rssLoaded.now)} after (peak ${mb(g.rssLoaded.peak)}); bare ${b.vcpu.toFixed(2)} vCPU, ${mb(b.rssIdle)} idle, ${mb(b.rssLoaded.now)} after (target: gated <= 0.20 vCPU and <= 60 MB, an Istio 1.24 sidecar: ${g.vcpu <= 0.2 && g.rssLoaded.peak <= 60 ? 'met' : 'NOT met'})`,
+    )
+    // A sidecar's steady state: a fresh proxy of each kind driven only at 1,000/s, one run to
+    // warm it and one measured. The footprint above is measured after a saturation warm-up,
+    // whose allocation rate grows V8's heaps past what 1,000/s needs; Istio's figure is for a
+    // sidecar serving 1,000/s.
+    const steady: Record<string, { vcpu: number; idle: number; rss: { now: number; peak: number } }> = {}
+    for (const name of ['bare', 'gated'] as const) {
+      const fresh =
+        name === 'bare'
+          ? await rig.start(['bench/support/bare-proxy.ts', upstreamOrigin], 0)
+          : await rig.startProxy({}, proxyEnv)
+      const url = `http://127.0.0.1:${fresh.port}/sys_billing/v1/refunds`
+      const pid = fresh.child.pid
+      const idle = rssMb(pid).now
+      await load(rig, url, 1000)
+      const atRate = measureCpu({ proxy: () => (pid ? [pid] : []) })
+      await load(rig, url, 1000)
+      steady[name] = { vcpu: (atRate().proxy ?? 0) / (DURATION * 1000), idle, rss: rssMb(pid) }
+      fresh.child.kill()
+    }
+    const sb = steady.bare as (typeof steady)[string]
+    const sg = steady.gated as (typeof steady)[string]
+    console.log(
+      `proxy footprint at 1000/s, a fresh proxy never saturated (a sidecar's steady state): gated ${sg.vcpu.toFixed(2)} vCPU, RSS ${mb(sg.idle)} idle, ${mb(sg.rss.now)} after 2×${DURATION}s (peak ${mb(sg.rss.peak)}); bare ${sb.vcpu.toFixed(2)} vCPU, ${mb(sb.idle)} idle, ${mb(sb.rss.now)} after (target: gated <= 0.20 vCPU and <= 60 MB: ${sg.vcpu <= 0.2 && sg.rss.peak <= 60 ? 'met' : 'NOT met'})`,
     )
     if (ISOLATE) {
       // The receipts the paused control plane left in Redis: every one must reach the audit log.

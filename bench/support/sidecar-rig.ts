@@ -26,7 +26,7 @@ const MAIN = join(root, 'dist', 'cli', 'main.js')
 export interface Rig {
   /** The command line that runs `args` under node, pinned to `cpu` when isolated. */
   onCpu(cpu: 0 | 1, args: string[]): [string, string[]]
-  /** Starts `node --import tsx <args>` pinned to `cpu`; resolves with the port it prints as JSON. */
+  /** Starts `node <args>` (a bench/support script, compiled) pinned to `cpu`; resolves with the port it prints as JSON. */
   start(
     args: string[],
     cpu: 0 | 1,
@@ -94,6 +94,17 @@ export async function startRig(
 ): Promise<Rig> {
   const isolate = opts.isolate ?? true
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' })
+  // The bench's own servers (the baselines among them) compiled too: run through tsx's loader, a
+  // bare proxy's RSS included the loader's (67 MB idle against 49 compiled), which the gated
+  // proxy, run from dist/, does not carry.
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.bench.json'],
+    {
+      cwd: root,
+      stdio: 'inherit',
+    },
+  )
   const children: ChildProcess[] = []
   const dbName = `wg_bench_${randomBytes(4).toString('hex')}`
   const admin = postgres(PG, { max: 1, onnotice: () => {} })
@@ -111,7 +122,9 @@ export async function startRig(
       const profile = process.env.WG_BENCH_PROFILE
         ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WG_BENCH_PROFILE}`]
         : []
-      const child = spawn(...onCpu(cpu, [...profile, '--import', 'tsx', ...args]), {
+      const [script, ...rest] = args as [string, ...string[]]
+      const compiled = join(root, 'dist-bench', script.replace(/\.ts$/, '.js'))
+      const child = spawn(...onCpu(cpu, [...profile, compiled, ...rest]), {
         cwd: root,
         env: { ...process.env, ...env },
         stdio: ['ignore', 'pipe', 'inherit'],
