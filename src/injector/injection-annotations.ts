@@ -177,7 +177,14 @@ export function readInjectionAnnotations(
 ): AnnotationReading {
   const a = annotations ?? {}
   try {
-    if (flag(a, ANNOTATIONS.inject) !== true) return { kind: 'not-requested' }
+    if (flag(a, ANNOTATIONS.inject) !== true) {
+      // Enforcement without a proxy would be a pod that believes itself gated and is not.
+      if (flag(a, ANNOTATIONS.enforce) === true)
+        throw new AnnotationError(
+          `annotation ${ANNOTATIONS.enforce}: "true" needs ${ANNOTATIONS.inject}: "true" as well (there is no enforcement without the proxy)`,
+        )
+      return { kind: 'not-requested' }
+    }
     return {
       kind: 'requested',
       request: {

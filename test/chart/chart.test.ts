@@ -32,6 +32,8 @@ const KNOWN: Record<string, { namespaced: boolean }> = {
   'autoscaling/v2/HorizontalPodAutoscaler': { namespaced: true },
   'admissionregistration.k8s.io/v1/MutatingWebhookConfiguration': { namespaced: false },
   'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': { namespaced: false },
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy': { namespaced: false },
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding': { namespaced: false },
   'cert-manager.io/v1/Issuer': { namespaced: true },
   'cert-manager.io/v1/Certificate': { namespaced: true },
   'monitoring.coreos.com/v1/ServiceMonitor': { namespaced: true },
@@ -375,6 +377,65 @@ function checkGuard(t: Test, objects: KubeObject[]): void {
   t.notOk(sent(exec, { object: { kind: 'PodExecOptions' } }), 'nor one naming no container')
 }
 
+/**
+ * The API server's own policy (CEL, evaluated here with a CEL implementation): a pod annotated
+ * for writegate that no proxy was injected into is refused wherever it is created.
+ */
+function checkInjectionPolicy(t: Test, objects: KubeObject[]): void {
+  const policy = find(objects, 'ValidatingAdmissionPolicy')
+  const binding = find(objects, 'ValidatingAdmissionPolicyBinding')
+  t.ok(policy && binding, 'a ValidatingAdmissionPolicy and its binding')
+  t.equal(binding.spec.policyName, policy.metadata.name)
+  t.same(binding.spec.validationActions, ['Deny'])
+  t.equal(policy.spec.failurePolicy, 'Fail')
+  t.same(policy.spec.matchConstraints.resourceRules, [
+    { operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'] },
+  ])
+  t.same(policy.spec.matchConstraints.namespaceSelector.matchExpressions[0].values, [
+    NAMESPACE,
+    'kube-system',
+  ])
+  const judged = (pod: Pod) => ({
+    sent: sent(policy.spec, { object: pod }),
+    admitted: (policy.spec.validations as { expression: string }[]).every(
+      (v) => evaluateCel(v.expression, { object: pod }) === true,
+    ),
+  })
+  const settings = parseSettings(
+    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
+  )
+  const sidecar = injectedFixturePod(settings)
+  const classic = injectedFixturePod({
+    ...settings,
+    injector: { ...settings.injector, proxy: { ...settings.injector.proxy, nativeSidecar: false } },
+  })
+  t.same(judged(sidecar), { sent: true, admitted: true }, 'injected, the proxy a native sidecar: admitted')
+  t.same(judged(classic), { sent: true, admitted: true }, 'injected, the proxy a container: admitted')
+  const missed = structuredClone(sidecar)
+  missed.spec.initContainers = []
+  missed.spec.containers = missed.spec.containers.filter((c) => c.name !== 'writegate-proxy')
+  t.same(judged(missed), { sent: true, admitted: false }, 'annotated but not injected: refused')
+  const annotations = (a: Record<string, string> | undefined) => {
+    const pod = structuredClone(missed)
+    if (a) pod.metadata = { ...pod.metadata, annotations: a }
+    else delete pod.metadata?.annotations
+    return pod
+  }
+  t.same(judged(annotations({ 'writegate.io/enforce': 'true' })).admitted, false, 'enforce alone: refused')
+  t.same(
+    judged(annotations({ 'writegate.io/inject': ' TRUE ' })).admitted,
+    false,
+    'read as the injector reads it',
+  )
+  t.equal(
+    judged(annotations({ 'writegate.io/inject': 'false' })).sent,
+    false,
+    'inject: "false" is not judged',
+  )
+  t.equal(judged(annotations({ team: 'billing' })).sent, false, 'a pod without the annotations is not')
+  t.equal(judged(annotations(undefined)).sent, false, 'nor one without annotations')
+}
+
 function createPrivateKeyFrom(b64Key: string) {
   return createPrivateKey(b64(b64Key))
 }
@@ -388,6 +449,7 @@ t.test('every example renders objects that are current, complete and consistent'
       checkObjects(t, objects)
       checkWebhook(t, objects)
       checkGuard(t, objects)
+      checkInjectionPolicy(t, objects)
     })
   })
 })

@@ -348,6 +348,15 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       /^annotation writegate\.io\/inject must be "true" or "false", got "yes"$/,
     ],
     [
+      // Found in review: it started with no proxy and no rules, believing itself enforced.
+      'enforce without inject',
+      (o) => {
+        delete o.metadata!.annotations!['writegate.io/inject']
+        o.metadata!.annotations!['writegate.io/enforce'] = 'true'
+      },
+      /writegate\.io\/enforce: "true" needs writegate\.io\/inject: "true"/,
+    ],
+    [
       'a malformed base-url-env',
       (o) => {
         o.metadata!.annotations!['writegate.io/base-url-env'] = 'BILLING_API_URL'

@@ -49,6 +49,9 @@ A StatefulSet's name, within 52 characters: its pods carry a controller-revision
 {{- define "writegate.webhookConfigName" -}}
 {{- printf "%s-%s" (include "writegate.injectorName" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
 {{- end }}
+{{- define "writegate.injectionPolicyName" -}}
+{{- printf "%s-%s-injected" (include "writegate.injectorName" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
+{{- end }}
 
 {{- define "writegate.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
