@@ -144,7 +144,10 @@ function conflicts(
     return "under writegate.io/enforce a pod cannot name its own nameservers (dnsConfig.nameservers): DNS to them would pass the proxy's rules"
   // Mounted among the credentials a system's `fromFile` may read, the proxy's own Secret (its
   // API key, the Redis URL and password) or the CA's key could be sent to a tenant's upstream.
-  const own = req.credentialSecrets.find((s) => s === req.proxySecret || s === req.tlsCaSecret)
+  // The installation's defaults too: a pod naming a decoy Secret of its own for its proxy would
+  // otherwise be free to hand its agents (or its proxy's credentials) the real ones.
+  const writegates = writegateSecrets(opts.defaults, req)
+  const own = req.credentialSecrets.find((s) => writegates.has(s))
   if (own)
     return `Secret ${own} is writegate's own (the proxy's or the interception CA's) and cannot be a credential Secret`
   const others = [...(spec.initContainers ?? []), ...spec.containers].filter(
@@ -173,11 +176,7 @@ function conflicts(
       return `volume name ${v.name} is reserved for the writegate proxy`
   }
   // The point of the proxy is that agents never hold these: refuse a pod that hands them over anyway.
-  const protectedSecrets = new Set([
-    req.proxySecret,
-    ...req.credentialSecrets,
-    ...(req.tlsCaSecret ? [req.tlsCaSecret] : []),
-  ])
+  const protectedSecrets = new Set([...writegates, ...req.credentialSecrets])
   for (const c of others) {
     const leaked = secretsReferencedBy(c).find((s) => protectedSecrets.has(s))
     if (leaked) return `container ${c.name} reads Secret ${leaked}, which only the writegate proxy may hold`
@@ -245,11 +244,27 @@ function appendOps(path: string[], current: unknown[] | undefined, items: unknow
   return items.map((value) => ({ op: 'add', path: pointer(...path, '-'), value }))
 }
 
+/**
+ * The Secrets only writegate's proxies may hold: the installation's default proxy and CA Secrets,
+ * and those a pod's annotations name instead.
+ */
+export function writegateSecrets(
+  defaults: InjectorOptions['defaults'],
+  req?: { proxySecret: string; tlsCaSecret: string | null },
+): Set<string> {
+  return new Set(
+    [defaults.proxySecret, defaults.tlsCaSecret, req?.proxySecret, req?.tlsCaSecret].filter(
+      (s): s is string => typeof s === 'string',
+    ),
+  )
+}
+
 /** Why a pod that is not injected may not run: it reads a Secret only writegate's proxies may hold. */
 function heldByProxiesOnly(pod: Pod, defaults: InjectorOptions['defaults']): string | undefined {
-  const only = new Set([defaults.proxySecret, ...(defaults.tlsCaSecret ? [defaults.tlsCaSecret] : [])])
+  const only = writegateSecrets(defaults)
   const spec = pod.spec
-  for (const c of [...(spec.initContainers ?? []), ...spec.containers, ...(spec.ephemeralContainers ?? [])]) {
+  // Ephemeral containers come later, by pods/ephemeralcontainers (the API server refuses them here).
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
     const leaked = secretsReferencedBy(c as Container).find((s) => only.has(s))
     if (leaked)
       return `container ${c.name} reads Secret ${leaked}, which only the writegate proxy may hold (annotate the pod writegate.io/inject: "true")`

@@ -40,7 +40,12 @@ const containersOf = (pod: Pod): Container[] => [...(pod.spec.initContainers ?? 
  * image. The API server picks the pods it sends by their containers, not by a label, which a
  * status update could remove.
  */
-export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
+export function reviewPodUpdate(
+  before: Pod,
+  after: Pod,
+  /** The installation's own Secrets (writegateSecrets): never an ephemeral container's, whatever this pod's proxy names. */
+  writegates: ReadonlySet<string> = new Set(),
+): PodUpdateVerdict {
   const proxy = containersOf(before).find((c) => c.name === PROXY_CONTAINER)
   if (!proxy) return { outcome: 'ignored' }
 
@@ -58,14 +63,19 @@ export function reviewPodUpdate(before: Pod, after: Pod): PodUpdateVerdict {
   const had = new Set((before.spec.ephemeralContainers ?? []).map((c) => c.name))
   const added = (after.spec.ephemeralContainers ?? []).filter((c) => !had.has(c.name))
   for (const c of added) {
-    const problem = exposure(before, proxy, c)
+    const problem = exposure(before, proxy, c, writegates)
     if (problem) return { outcome: 'rejected', message: `ephemeral container ${c.name} ${problem}` }
   }
   return { outcome: 'allowed' }
 }
 
 /** What an ephemeral container added to an injected pod could reach or get around, if anything. */
-function exposure(pod: Pod, proxy: Container, c: EphemeralContainer): string | undefined {
+function exposure(
+  pod: Pod,
+  proxy: Container,
+  c: EphemeralContainer,
+  writegates: ReadonlySet<string>,
+): string | undefined {
   if (WRITEGATE_CONTAINERS.has(c.name)) return 'has a name reserved for writegate'
   if (c.targetContainerName !== undefined && WRITEGATE_CONTAINERS.has(c.targetContainerName))
     return `targets ${c.targetContainerName}: it would share the proxy's processes, and through them what the proxy holds`
@@ -75,6 +85,7 @@ function exposure(pod: Pod, proxy: Container, c: EphemeralContainer): string | u
   const mount = (c.volumeMounts ?? []).find((m) => proxyVolumes.has(m.name))
   if (mount) return `mounts ${mount.name}, which is reserved for the writegate proxy`
   const protectedSecrets = new Set([
+    ...writegates,
     ...secretsReferencedBy(proxy),
     ...(pod.spec.volumes ?? []).filter((v) => proxyVolumes.has(v.name)).flatMap(secretsOfVolume),
   ])

@@ -9,7 +9,7 @@ import {
   podConnectOptionsSchema,
   readPod,
 } from './admission-review.js'
-import { type InjectorOptions, mutatePod } from './pod-mutation.js'
+import { type InjectorOptions, mutatePod, writegateSecrets } from './pod-mutation.js'
 import { reviewPodUpdate } from './pod-update-review.js'
 import { WRITEGATE_CONTAINERS } from './proxy-sidecar.js'
 
@@ -61,7 +61,7 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
     return answerConnect(req, base)
   if (req.kind.group !== '' || req.kind.kind !== 'Pod')
     return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
-  if (req.operation === 'UPDATE') return answerUpdate(req, base)
+  if (req.operation === 'UPDATE') return answerUpdate(req, base, writegateSecrets(opts.defaults))
   if (req.operation !== 'CREATE')
     return { status: 200, body: allow(req.uid), summary: { ...base, outcome: 'ignored' } }
 
@@ -101,7 +101,11 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
  * Only refused or admitted, never patched. A pod the injector cannot read is refused: it cannot
  * tell whether the change takes the pod's writes around the gate.
  */
-function answerUpdate(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'>): ReviewAnswer {
+function answerUpdate(
+  req: AdmissionRequest,
+  base: Omit<ReviewSummary, 'outcome'>,
+  writegates: ReadonlySet<string>,
+): ReviewAnswer {
   const before = readPod(req.oldObject)
   const after = readPod(req.object)
   const named = { ...base, ...(req.name ? { pod: req.name } : {}) }
@@ -110,7 +114,7 @@ function answerUpdate(req: AdmissionRequest, base: Omit<ReviewSummary, 'outcome'
     const message = `writegate cannot read this pod${first ? `: ${first.path}: ${first.message}` : ''}`
     return { status: 200, body: deny(req.uid, message), summary: { ...named, outcome: 'rejected', message } }
   }
-  const verdict = reviewPodUpdate(before.pod, after.pod)
+  const verdict = reviewPodUpdate(before.pod, after.pod, writegates)
   switch (verdict.outcome) {
     case 'ignored':
       return { status: 200, body: allow(req.uid), summary: { ...named, outcome: 'ignored' } }

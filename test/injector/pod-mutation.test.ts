@@ -348,6 +348,23 @@ t.test('pods that cannot be gated safely are refused with a message', async (t) 
       /^annotation writegate\.io\/inject must be "true" or "false", got "yes"$/,
     ],
     [
+      // Found in review: naming a decoy Secret for its proxy, a pod handed its agent the real one.
+      "the installation's proxy Secret, the pod's proxy naming another",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/api-key-secret'] = 'decoy'
+        o.spec.containers[0]!.envFrom = [{ secretRef: { name: 'writegate-proxy' } }]
+      },
+      /container agent reads Secret writegate-proxy, which only the writegate proxy may hold/,
+    ],
+    [
+      "the installation's proxy Secret as a credential Secret",
+      (o) => {
+        o.metadata!.annotations!['writegate.io/api-key-secret'] = 'decoy'
+        o.metadata!.annotations!['writegate.io/credential-secrets'] = 'billing-api-token,writegate-proxy'
+      },
+      /Secret writegate-proxy is writegate's own/,
+    ],
+    [
       // Found in review: it started with no proxy and no rules, believing itself enforced.
       'enforce without inject',
       (o) => {

@@ -282,3 +282,24 @@ t.test('pods writegate did not inject, and pods it cannot read', async (t) => {
     /^writegate cannot read this pod: spec\.containers/,
   )
 })
+
+// Found in review: a pod whose annotations name a decoy Secret for its proxy left the default one unprotected.
+t.test(
+  "an ephemeral container cannot read the installation's proxy Secret, whatever this pod's proxy names",
+  async (t) => {
+    const review = fixture('review-annotated-pod.json')
+    review.request.object.metadata.annotations['writegate.io/api-key-secret'] = 'decoy'
+    const body = answerReview(review, opts).body as AdmissionResponseBody
+    const patch = JSON.parse(
+      Buffer.from(body.response.patch ?? '', 'base64').toString('utf8'),
+    ) as JsonPatchOp[]
+    const pod = applyJsonPatch(review.request.object as Pod, patch)
+    const r = update(
+      pod,
+      debug({ securityContext: SAFE, envFrom: [{ secretRef: { name: 'writegate-proxy' } }] }),
+      'ephemeralcontainers',
+    )
+    t.notOk(allowed(r))
+    t.match(messageOf(r), /reads Secret writegate-proxy, which only the writegate proxy may hold/)
+  },
+)
