@@ -182,6 +182,12 @@ export const settingsSchema = z
          * injector's iptables rules redirect both families and the kubelet probes it.
          */
         host: z.string().min(1).default(LOOPBACK),
+        /**
+         * Serve writes to clients that reach the proxy at a non-loopback address (another pod, by
+         * this pod's IP). Off: they would act as the proxy's tenant, with its upstream
+         * credentials; only /healthz and /readyz answer them (the kubelet's probes).
+         */
+        remoteClients: z.boolean().default(false),
         /** The route table: an enrolled-systems file (src/config/systems.ts). */
         routesFile: z.string().min(1).optional(),
         /** File holding the agent-scoped API key the proxy acts as. */

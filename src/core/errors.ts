@@ -400,6 +400,12 @@ export const ERRORS = {
     'not an enrolled system: writegate forwards only to enrolled upstreams',
     "gate-proxy serves no such system: it does not exist or is another tenant's, and the answer is the same.",
   ),
+  remoteClient: def(
+    'remote_client',
+    403,
+    "gate-proxy serves its own pod's agents only",
+    "gate-proxy: the connection reached the proxy at a non-loopback address (another pod, by this pod's IP), which would act as the proxy's tenant with its upstream credentials. Only /healthz and /readyz answer such clients; CONNECT and the TLS port close them. proxy.remoteClients: true serves them (a proxy shared on purpose).",
+  ),
   tunnelRefused: def(
     'tunnel_refused',
     403,

@@ -31,6 +31,7 @@ import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
 import { graphqlProtocol } from './graphql-protocol.js'
 import { blankHopByHop, forwardedHeaders } from './hop-by-hop.js'
+import { reachedAtLoopback } from './local-clients.js'
 import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import type { ProxyIdentity } from './proxy-identity.js'
@@ -84,6 +85,8 @@ export interface GateProxyDeps {
   tlsPassthroughPort?: number
   /** Keep-alive connections to an upstream origin. */
   agentFor: (origin: URL, how: UpstreamConnection) => HttpAgent
+  /** Serve writes to clients that reach the proxy at a non-loopback address (proxy.remoteClients). */
+  remoteClients?: boolean
   /** TLS interception of CONNECTs to enrolled https upstreams; null without an interception CA. */
   interception?: TlsInterception | null
   credentials: SystemCredentials
@@ -384,6 +387,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     send: sendProtocolAnswer,
   })
 
+  /** Whether a client may write through this proxy: its own pod's, unless remote ones are served too. */
+  function servesClient(socket: Socket): boolean {
+    return deps.remoteClients === true || reachedAtLoopback(socket.localAddress)
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const startedAt = performance.now()
     const url = req.url ?? '/'
@@ -399,7 +407,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     else if (url === '/readyz') {
       const r = await api.readiness()
       return sendJson(res, r.ready ? 200 : 503, { ...r })
-    }
+    } else if (!servesClient(req.socket))
+      return sendRefusal(res, ERRORS.remoteClient, ERRORS.remoteClient.message)
     const target = parseTarget(req, intercepted)
     if (!target.ok) {
       if (target.def === ERRORS.misdirectedRequest) deps.metrics.tlsRefused('host_mismatch')
@@ -608,6 +617,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       refuseTunnel(socket, ERRORS.tunnelRefused, 'no tunnel inside an intercepted one')
       return
     }
+    if (!servesClient(socket)) {
+      refuseTunnel(socket, ERRORS.remoteClient)
+      return
+    }
     tunnels.add(socket)
     socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
@@ -704,6 +717,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // 443): an enrolled https host is intercepted, a pass-through one tunnelled to passthroughPort.
       const passthroughPort = deps.tlsPassthroughPort ?? 443
       tlsServer = interception.tlsPort(
+        servesClient,
         async (h) => {
           const systems = await systemsOn(h)
           if (systems && interceptable(systems, null)) return 'intercept'

@@ -231,6 +231,7 @@ export async function startProxy(
       [...(routesFile?.passthrough ?? []), ...settings.proxy.passthrough].map((h) => h.toLowerCase()),
     ),
     tlsPassthroughPort: settings.proxy.tls.passthroughPort,
+    remoteClients: settings.proxy.remoteClients,
     agentFor: (origin, how) => agents.agentFor(origin, how),
     interception: await interceptionOf(settings, parts),
     credentials,

@@ -40,6 +40,8 @@ export interface TlsInterception {
    * are not a ClientHello close it. Only an intercepted connection is decrypted.
    */
   tlsPort(
+    /** Whether a connection may be served at all (refused before a byte is read: `remote_client`). */
+    accepts: (socket: Socket) => boolean,
     route: (host: string) => Promise<TlsPortRoute>,
     serve: (tls: TLSSocket) => void,
     tunnel: (socket: Socket, hello: Buffer, host: string) => void,
@@ -56,7 +58,7 @@ export function createTlsInterception(deps: {
   const authorities = new WeakMap<object, { host: string; port: number | null }>()
 
   return {
-    tlsPort(route, serve, tunnel) {
+    tlsPort(accepts, route, serve, tunnel) {
       const terminating = createTlsServer({
         ALPNProtocols: ['http/1.1'],
         handshakeTimeout: deps.handshakeTimeoutMs,
@@ -93,6 +95,11 @@ export function createTlsInterception(deps: {
 
       return createNetServer((socket) => {
         socket.on('error', () => socket.destroy())
+        if (!accepts(socket)) {
+          metrics.tlsRefused('remote_client')
+          socket.destroy()
+          return
+        }
         let held: Buffer = Buffer.alloc(0)
         const refuse = (reason: string) => {
           metrics.tlsRefused(reason)

@@ -1,0 +1,124 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { connect } from 'node:net'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { createInterceptionCa } from '../../src/tls/interception-ca.js'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { startHttpsUpstream } from '../helpers/https-upstream.js'
+
+/**
+ * Found in review: the injected sidecar listens on every address (the kubelet probes it by the
+ * pod's IP), and served anyone who reached it there: another pod wrote as this proxy's tenant,
+ * with its upstream credentials, and read through it too. A client that reaches the proxy at a
+ * non-loopback address now gets only /healthz and /readyz; the agent's own connections (at
+ * 127.0.0.1, or redirected there by the enforce rules) are served as before.
+ */
+const outside = Object.values(networkInterfaces())
+  .flat()
+  .find((a) => a && !a.internal && a.family === 'IPv4')?.address
+
+function send(
+  host: string,
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+) {
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request({ host, port, method, path, headers: { connection: 'close', ...headers } }, (res) => {
+      let body = ''
+      res.on('data', (c) => (body += c))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+    })
+    req.on('connect', (res, socket) => {
+      socket.destroy()
+      resolve({ status: res.statusCode ?? 0, body: '' })
+    })
+    req.on('error', reject)
+    req.end(method === 'POST' ? '{"amount":1}' : undefined)
+  })
+}
+
+/** Whether the TLS port closes a connection before answering anything (it sends a ClientHello-less byte). */
+function closedAtOnce(host: string, port: number) {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(port, host)
+    let answered = false
+    socket.on('data', () => (answered = true))
+    socket.on('error', () => {})
+    socket.on('close', () => resolve(!answered))
+    socket.setTimeout(5_000, () => {
+      socket.destroy()
+      resolve(false)
+    })
+  })
+}
+
+async function proxyOn(t: Test, remoteClients: boolean) {
+  const upstream = await startHttpsUpstream(t)
+  const dir = mkdtempSync(join(tmpdir(), 'wg-remote-'))
+  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
+  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
+  const bench = await startBillingProxy(t, {
+    systems: () => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_billing',
+          kind: 'http' as const,
+          upstream: upstream.origin,
+          caBundle: upstream.caPem,
+          reads: 'pass' as const,
+          routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
+          tools: [],
+        },
+      ],
+    }),
+    // Every address, as the injected sidecar listens.
+    proxy: {
+      host: '::',
+      remoteClients,
+      tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key'), port: 0 },
+    },
+  })
+  return { upstream, port: bench.port, tlsPort: bench.proxy.tlsPort as number }
+}
+
+t.test('a client that reaches the proxy by a non-loopback address writes nothing through it', async (t) => {
+  t.ok(outside, 'this machine has a non-loopback IPv4 address to reach the proxy by')
+  if (!outside) return
+  const p = await proxyOn(t, false)
+  const written = () => p.upstream.received.length
+
+  const own = await send('127.0.0.1', p.port, 'POST', '/sys_billing/v1/checks')
+  t.equal(own.status, 200, "the pod's own agent writes")
+  t.equal(written(), 1)
+
+  const other = await send(outside, p.port, 'POST', '/sys_billing/v1/checks')
+  t.equal(other.status, 403)
+  t.match(JSON.parse(other.body), { code: 'remote_client' })
+  const read = await send(outside, p.port, 'GET', '/sys_billing/v1/anything')
+  t.equal(read.status, 403, 'nor reads through it with its credentials')
+  t.equal(written(), 1, 'nothing reached the upstream')
+
+  t.equal((await send(outside, p.port, 'GET', '/healthz')).status, 200, 'the kubelet still probes it')
+  t.equal((await send(outside, p.port, 'GET', '/readyz')).status, 200)
+  t.equal((await send(outside, p.port, 'CONNECT', `localhost:${p.upstream.port}`)).status, 403, 'no tunnel')
+  t.ok(await closedAtOnce(outside, p.tlsPort), 'the TLS port closes it before a byte is read')
+  t.equal(
+    (await send('127.0.0.1', p.port, 'POST', '/sys_billing/v1/checks')).status,
+    200,
+    'still serves its own',
+  )
+})
+
+t.test('proxy.remoteClients serves them, for a proxy shared on purpose', async (t) => {
+  t.ok(outside)
+  if (!outside) return
+  const p = await proxyOn(t, true)
+  t.equal((await send(outside, p.port, 'POST', '/sys_billing/v1/checks')).status, 200)
+  t.equal(p.upstream.received.length, 1)
+})
