@@ -49,10 +49,16 @@ const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
 const IPV4 = `${OCTET}(\\.${OCTET}){3}`
 const IPV6 = '[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*'
-// Excluded from enforcement: no prefix shorter than /8 (most of the Internet, enforcement off).
+// Excluded from enforcement: no prefix shorter than /8 (IPv4) or /32 (IPv6): most of the Internet.
 const NARROW4 = '(3[0-2]|[12][0-9]|[89])'
-const NARROW6 = '(12[0-8]|1[01][0-9]|[1-9][0-9]|[89])'
-const EXCLUDED_CIDR = { type: 'string', pattern: `^(${IPV4}/${NARROW4}|${IPV6}/${NARROW6})$` }
+const NARROW6 = '(12[0-8]|1[01][0-9]|[4-9][0-9]|3[2-9])'
+// …but unique local addresses (fc00::/7, a cluster's own) may be excluded whole.
+const ULA = '[fF][cCdD][0-9A-Fa-f]{2}:[0-9A-Fa-f:.]*'
+const ULA_PREFIX = '(12[0-8]|1[01][0-9]|[1-9][0-9]|[7-9])'
+const EXCLUDED_CIDR = {
+  type: 'string',
+  pattern: `^(${IPV4}/${NARROW4}|${IPV6}/${NARROW6}|${ULA}/${ULA_PREFIX})$`,
+}
 // trustProxy: no /0 (proxy-addr refuses to trust everyone).
 const TRUSTED = {
   type: 'string',

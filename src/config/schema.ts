@@ -79,16 +79,32 @@ const cidr = z.string().refine(
   { message: 'expected a CIDR such as 10.0.0.0/8' },
 )
 
-/** A prefix shorter than /8 takes most of the Internet out of the proxy's reach: enforcement off in all but name. */
-const MIN_EXCLUDED_PREFIX = 8
-const excludedCidr = cidr.refine((s) => Number(s.split('/')[1]) >= MIN_EXCLUDED_PREFIX, {
-  message: `a prefix shorter than /${MIN_EXCLUDED_PREFIX} would let agents reach most addresses around the proxy`,
+/**
+ * A shorter prefix takes most of the Internet out of the proxy's reach: enforcement off in all but
+ * name. IPv6 is allocated in far larger blocks (2600::/8 is all of one registry's), so its floor
+ * is a provider's allocation, /32; unique local addresses (fc00::/7, a cluster's own, as 10/8 is
+ * IPv4's) may be excluded whole.
+ */
+const MIN_EXCLUDED_PREFIX = { 4: 8, 6: 32 } as const
+const uniqueLocal = (address: string, bits: number) =>
+  bits >= 7 && (Number.parseInt(address.split(':')[0] || '0', 16) & 0xfe00) === 0xfc00
+const tooWide = (s: string): boolean => {
+  const [address = '', bits] = s.split('/')
+  if (bits === undefined || !/^\d+$/.test(bits)) return false
+  const family = isIP(address)
+  if (family === 6 && uniqueLocal(address, Number(bits))) return false
+  return family !== 0 && Number(bits) < MIN_EXCLUDED_PREFIX[family as 4 | 6]
+}
+const excludedCidr = cidr.refine((s) => !tooWide(s), {
+  message:
+    'a prefix shorter than /8 (IPv4) or /32 (IPv6) would let agents reach most addresses around the proxy',
 })
 const noProxyEntry = z
   .string()
   .regex(/^[A-Za-z0-9.*:/_-]+$/)
-  .refine((s) => s !== '*' && !(/\/\d+$/.test(s) && Number(s.split('/').at(-1)) < MIN_EXCLUDED_PREFIX), {
-    message: `* or a prefix shorter than /${MIN_EXCLUDED_PREFIX} would have agents go around the proxy for most hosts`,
+  .refine((x) => x !== '*' && !tooWide(x), {
+    message:
+      '* or a prefix shorter than /8 (IPv4) or /32 (IPv6) would have agents go around the proxy for most hosts',
   })
 
 /** The Kubernetes admission webhook that injects gate-proxy beside annotated agent pods. */

@@ -11,7 +11,7 @@ import { isIP } from 'node:net'
  *   or anything else over UDP, cannot go around the proxy; and every other protocol a process's
  *   socket sends (ICMP echo from an unprivileged ping socket: a tunnel) is dropped too, the
  *   proxy's own and loopback excepted. What the kernel sends itself keeps flowing (ICMP
- *   replies and errors, IGMP, IPv6 neighbour and listener discovery: let through by type).
+ *   replies and errors, IPv6 neighbour discovery: let through by type).
  *
  * They are written as iptables-restore input: each table is replaced atomically, so a
  * restarted init container installs the same rules again instead of appending duplicates.
@@ -81,7 +81,9 @@ function ruleParts(opts: IptablesOptions, family: IpFamily): { before: string[];
         ? KERNEL_ICMP6.map((type) => `-A OUTPUT -p ipv6-icmp --icmpv6-type ${type} -j ACCEPT`)
         : [
             ...KERNEL_ICMP4.map((type) => `-A OUTPUT -p icmp --icmp-type ${type} -j ACCEPT`),
-            '-A OUTPUT -p igmp -j ACCEPT',
+            // The kernel sends IGMP reports with no socket at all, so the owner rule below passes
+            // them: dropped here, whoever joined.
+            '-A OUTPUT -p igmp -j DROP',
           ]),
       `-A OUTPUT ! -p tcp ! -o lo -m owner --socket-exists ! --uid-owner ${opts.proxyUid} -j DROP`,
       'COMMIT',
@@ -91,12 +93,15 @@ function ruleParts(opts: IptablesOptions, family: IpFamily): { before: string[];
 
 /**
  * ICMP the kernel sends itself (from sockets of its own, which the owner match cannot tell from a
- * process's): replies and errors, and IPv6's neighbour and multicast-listener discovery, without
- * which nothing reaches the pod over IPv6. A process without NET_RAW (an enforced agent has none:
- * it may not run as root) can send none of these; its ping socket sends echo requests only.
+ * process's): replies and errors, and IPv6's neighbour discovery, without which nothing reaches
+ * the pod over IPv6. A process without NET_RAW (an enforced agent has none: it may not run as
+ * root) cannot make the kernel send these with contents of its choosing; its ping socket sends
+ * echo requests only. IGMP and MLD reports are dropped: a process chooses the group a join
+ * reports (a few bytes to the pod's link per join, found in review), and neighbour discovery
+ * works without them on a pod's veth.
  */
 const KERNEL_ICMP4 = [0, 3, 11, 12] as const
-const KERNEL_ICMP6 = [1, 2, 3, 4, 129, 130, 131, 132, 133, 134, 135, 136, 143] as const
+const KERNEL_ICMP6 = [1, 2, 3, 4, 129, 133, 134, 135, 136] as const
 
 /** Where the filter table's DNS exemptions go in `after` (never written out). */
 const UDP_DNS_MARK = '#dns'

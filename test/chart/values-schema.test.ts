@@ -85,7 +85,8 @@ t.test('the chart refuses, as the settings do, values that would install and cra
     [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.1/32', 'fd00::/8'], ['10.96.0.1']],
     [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.0.0.0/8'], ['10.0.0.0/99']],
     // Found in review: enforcement off in all but name.
-    [['injector', 'enforce', 'excludeOutboundCidrs'], ['fd00::/8'], ['0.0.0.0/0']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['fc00::/7'], ['0.0.0.0/0']],
+    [['injector', 'enforce', 'excludeOutboundCidrs'], ['2001:db8::/48'], ['2600::/8']],
     [['injector', 'enforce', 'excludeOutboundCidrs'], ['10.96.0.0/12'], ['::/0']],
     [['injector', 'proxy', 'noProxy'], ['.svc.cluster.local', '10.0.0.0/8'], ['a b']],
     [['injector', 'proxy', 'noProxy'], ['*.example.com'], ['*']],

@@ -69,5 +69,11 @@ t.test(
       'IPv4 refusals reach the sender (IPv6 ones are dropped silently)',
     )
     t.ok(got.neighbour_solicitations > 0, 'IPv6 neighbour discovery still leaves')
+    t.equal(got.agent_joins, 'joined')
+    t.equal(
+      got.multicast_reports,
+      0,
+      'no IGMP or MLD report: the groups an agent joins carry bytes of its choosing',
+    )
   },
 )

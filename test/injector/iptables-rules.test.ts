@@ -39,7 +39,7 @@ COMMIT
 -A OUTPUT -p icmp --icmp-type 3 -j ACCEPT
 -A OUTPUT -p icmp --icmp-type 11 -j ACCEPT
 -A OUTPUT -p icmp --icmp-type 12 -j ACCEPT
--A OUTPUT -p igmp -j ACCEPT
+-A OUTPUT -p igmp -j DROP
 -A OUTPUT ! -p tcp ! -o lo -m owner --socket-exists ! --uid-owner 1337 -j DROP
 COMMIT
 `,

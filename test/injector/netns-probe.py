@@ -57,6 +57,18 @@ def send(family, kind, address, tag):
     return probe
 
 
+def join_groups():
+    """Joins multicast groups whose addresses carry bytes of the agent's choosing."""
+    s4 = socket.socket(v4, socket.SOCK_DGRAM)
+    s4.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                  socket.inet_aton("239.65.66.67") + socket.inet_aton("10.99.0.1"))
+    s6 = socket.socket(v6, socket.SOCK_DGRAM)
+    group = socket.inet_pton(v6, "ff0e:5345:4352:4554::1")
+    s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, group + socket.if_nametoindex("d0").to_bytes(4, "little"))
+    time.sleep(0.5)
+    return "joined"
+
+
 def connect(address):
     def probe():
         s = socket.socket(v4, socket.SOCK_STREAM)
@@ -91,6 +103,7 @@ results = {
     "proxy_udp6": as_user(1337, send(v6, "udp", ("fd99::2", 9999), "proxy-udp6")),
     # No neighbour entry for fd99::3: the kernel asks for one (a neighbour solicitation) first.
     "proxy_unknown_neighbour": as_user(1337, send(v6, "udp", ("fd99::3", 9999), "proxy-ask")),
+    "agent_joins": as_user(1000, join_groups),
 }
 try:
     conn, _ = listener.accept()
@@ -100,7 +113,7 @@ except socket.timeout:
     results["redirected_to_proxy_port"] = False
 
 time.sleep(1.5)
-tags, solicitations = set(), 0
+tags, solicitations, igmp, mld = set(), 0, 0, 0
 while True:
     try:
         frame = wire.recv(65535)
@@ -114,6 +127,12 @@ while True:
     # Ethernet, IPv6 (next header 58, ICMPv6), type 135: a neighbour solicitation.
     if frame[12:14] == b"\x86\xdd" and frame[20] == 58 and frame[54] == 135:
         solicitations += 1
+    # IPv4 protocol 2: IGMP. IPv6 with a hop-by-hop header first (router alert): MLD.
+    if frame[12:14] == b"\x08\x00" and frame[23] == 2:
+        igmp += 1
+    if frame[12:14] == b"\x86\xdd" and frame[20] == 0:
+        mld += 1
 results["on_the_wire"] = sorted(tags)
 results["neighbour_solicitations"] = solicitations
+results["multicast_reports"] = igmp + mld
 print(json.dumps(results))

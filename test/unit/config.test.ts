@@ -261,6 +261,15 @@ t.test('a bad injector value stops start-up with one line naming it', async (t) 
       /^invalid setting injector\.enforce\.excludeOutboundCidrs\.0: a prefix shorter than \/8/,
     ],
     [
+      {
+        WRITEGATE_CONFIG: file(
+          'inj-6.yaml',
+          'injector:\n  enforce:\n    excludeOutboundCidrs: ["fd00::/8", "2600::/8"]\n',
+        ),
+      },
+      /^invalid setting injector\.enforce\.excludeOutboundCidrs\.1: a prefix shorter than \/8 \(IPv4\) or \/32 \(IPv6\)/,
+    ],
+    [
       { WRITEGATE_CONFIG: file('inj-n.yaml', 'injector:\n  proxy:\n    noProxy: ["*"]\n') },
       /^invalid setting injector\.proxy\.noProxy\.0: \* or a prefix shorter than \/8/,
     ],
