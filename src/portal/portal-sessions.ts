@@ -10,6 +10,7 @@ import { draft, type ReceiptKind } from '../core/receipt.js'
 import { hashSecret } from '../core/secret-hash.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { KeyCaller } from '../identity/caller.js'
+import { clientOf } from '../node-http/client-address.js'
 import type { Logger } from '../observability/logger.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { RateLimitStore } from '../store/ports/rate-limit.js'
@@ -118,7 +119,7 @@ export function createPortalSessions(deps: {
       const w = limits.signInWindowSeconds
       // The address bucket comes first: a flood of guesses costs no key lookup.
       const byAddress = await rateLimits.hit(
-        `portal:signin:ip:${clientIp}`,
+        `portal:signin:ip:${clientOf(clientIp)}`,
         limits.signInAttemptsPerIp,
         w,
         now,

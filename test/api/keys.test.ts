@@ -358,5 +358,10 @@ t.test('10 issuances per hour per client IP, with trusted-proxy handling', async
       201,
       'a different forwarded client has its own budget',
     )
+    // Found in review: every address of one client's /64 had a budget of its own.
+    t.equal((await via('2001:db8:1:2::1', 'b1@example.com')).status, 201)
+    t.equal((await via('2001:db8:1:2:ffff::9', 'b2@example.com')).status, 201)
+    t.equal((await via('2001:0db8:0001:0002::77', 'b3@example.com')).status, 429, 'an IPv6 client is its /64')
+    t.equal((await via('2001:db8:1:3::1', 'b4@example.com')).status, 201, 'the next /64 is another client')
   })
 })

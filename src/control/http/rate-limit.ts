@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { Clock } from '../../core/clock.js'
 import { ERRORS, WriteGateError } from '../../core/errors.js'
+import { clientOf } from '../../node-http/client-address.js'
 import type { RateLimitStore } from '../../store/ports/rate-limit.js'
 
 /**
@@ -15,7 +16,7 @@ export function limitPerIp(
   windowSeconds: number,
 ): onRequestAsyncHookHandler {
   return async (req: FastifyRequest, reply: FastifyReply) => {
-    const verdict = await store.hit(`${name}:${req.ip}`, limit, windowSeconds, clock.nowMs())
+    const verdict = await store.hit(`${name}:${clientOf(req.ip)}`, limit, windowSeconds, clock.nowMs())
     reply.header('RateLimit-Limit', String(limit))
     reply.header('RateLimit-Remaining', String(verdict.remaining))
     if (!verdict.allowed) {
