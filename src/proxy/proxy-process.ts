@@ -158,7 +158,11 @@ async function interceptionOf(settings: Settings, parts: ProxyParts): Promise<Tl
   try {
     ca = await loadInterceptionCa(certPem, keyPem)
   } catch (err) {
-    throw new ConfigError(`invalid setting proxy.tls.caCertFile: ${(err as Error).message.split('\n')[0]}`)
+    const setting =
+      (err as { file?: string }).file === 'key'
+        ? 'proxy.tls.caKeyFile (WRITEGATE_PROXY_TLS_CA_KEY_FILE)'
+        : 'proxy.tls.caCertFile (WRITEGATE_PROXY_TLS_CA_CERT_FILE)'
+    throw new ConfigError(`invalid setting ${setting}: ${(err as Error).message.split('\n')[0]}`)
   }
   const minter = await createLeafMinter(ca, { ttlSeconds: leafTtlSeconds, cacheSize: leafCacheSize })
   parts.logger.info(

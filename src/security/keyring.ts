@@ -18,14 +18,30 @@ export function deriveKeyring(master: Buffer): Keyring {
   return { tokenSigning: derive('writegate/allow-token/v1'), atRest: derive('writegate/at-rest/v1') }
 }
 
-/** Accepts 32 raw bytes, or 32 bytes as base64 or hex text (as Kubernetes secrets usually hold them). */
+/**
+ * Accepts 32 raw bytes, or 32 bytes as base64 or hex text (as Kubernetes secrets usually hold
+ * them). Refuses what is plainly not random (found in review: a 32-character passphrase or 32
+ * zero bytes were taken as the key every token and sealed secret hangs on).
+ */
 export function parseMasterKey(data: Buffer): Buffer {
-  if (data.length === 32) return data
+  if (data.length === 32) {
+    if (data.every((b) => b >= 0x20 && b < 0x7f))
+      throw new Error(
+        'the file holds 32 printable characters, a passphrase rather than a key: write 32 random bytes (writegate keygen)',
+      )
+    return notConstant(data)
+  }
   const text = data.toString('utf8').trim()
-  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex')
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return notConstant(Buffer.from(text, 'hex'))
   const b64 = Buffer.from(text, 'base64')
-  if (b64.length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(text)) return b64
+  if (b64.length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(text)) return notConstant(b64)
   throw new Error('expected 32 bytes, as raw bytes, 64 hex characters or base64')
+}
+
+function notConstant(key: Buffer): Buffer {
+  if (key.every((b) => b === key[0]))
+    throw new Error('the key is one byte repeated, not random: write 32 random bytes (writegate keygen)')
+  return key
 }
 
 export function readMasterKeyFile(path: string): Buffer {

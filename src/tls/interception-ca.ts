@@ -1,4 +1,4 @@
-import { webcrypto } from 'node:crypto'
+import { createPrivateKey, X509Certificate as NodeCertificate, webcrypto } from 'node:crypto'
 import { isIP } from 'node:net'
 import * as x509 from '@peculiar/x509'
 import { isPermitted, nameConstraintsExtension, permittedDnsNames } from './name-constraints.js'
@@ -83,13 +83,39 @@ export interface InterceptionCa {
   issueLeaf(host: string, leafKey: CryptoKeyPair, ttlSeconds: number): Promise<string>
 }
 
-/** The CA the proxy mints leaves with; refuses a CA without name constraints. */
+/** Which of the CA's two files is wrong, so start-up names its setting. */
+export class CaFileError extends Error {
+  constructor(
+    readonly file: 'cert' | 'key',
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+/** The CA the proxy mints leaves with; refuses a CA without name constraints, or another CA's key. */
 export async function loadInterceptionCa(certPem: string, keyPem: string): Promise<InterceptionCa> {
-  const cert = new x509.X509Certificate(certPem)
+  let cert: x509.X509Certificate
+  try {
+    cert = new x509.X509Certificate(certPem)
+  } catch (err) {
+    throw new CaFileError('cert', `not a PEM certificate (${(err as Error).message.split('\n')[0]})`)
+  }
   const permitted = permittedDnsNames(cert)
   if (!permitted || permitted.length === 0)
-    throw new Error('the CA certificate has no name constraints: it could vouch for any host')
-  const caKey = await keyFromPem(keyPem)
+    throw new CaFileError('cert', 'the CA certificate has no name constraints: it could vouch for any host')
+  let caKey: CryptoKey
+  try {
+    caKey = await keyFromPem(keyPem)
+  } catch (err) {
+    throw new CaFileError(
+      'key',
+      `not an EC P-256 private key in PKCS#8 PEM (${(err as Error).message.split('\n')[0]})`,
+    )
+  }
+  // Another CA's key would sign leaves no client verifies: every interception would fail.
+  if (!new NodeCertificate(certPem).checkPrivateKey(createPrivateKey(keyPem)))
+    throw new CaFileError('key', "the key is not the CA certificate's")
   const permits = (host: string) => hostProblem(host) === null && isPermitted(host, permitted)
   return {
     certPem,

@@ -117,3 +117,22 @@ t.test('a CA without name constraints is refused', async (t) => {
   })
   await t.rejects(loadInterceptionCa(plain.toString('pem'), 'unused'), /no name constraints/)
 })
+
+// Found in review: another CA's key was taken, and every leaf it signed failed verification.
+t.test("another CA's key, or no key at all, is refused, naming the key file", async (t) => {
+  const a = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  const b = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  await t.resolves(loadInterceptionCa(a.certPem, a.keyPem), 'its own key')
+  await t.rejects(loadInterceptionCa(a.certPem, b.keyPem), {
+    file: 'key',
+    message: /not the CA certificate's/,
+  })
+  await t.rejects(loadInterceptionCa(a.certPem, a.certPem), {
+    file: 'key',
+    message: /not an EC P-256 private key/,
+  })
+  await t.rejects(loadInterceptionCa('not a certificate', a.keyPem), {
+    file: 'cert',
+    message: /not a PEM certificate/,
+  })
+})
