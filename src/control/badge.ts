@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import type { AuditLog } from '../audit/audit-log.js'
+import { createBadgeCounts } from '../badge/badge-counts.js'
 import { renderBadgeSvg } from '../badge/badge-svg.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { classifyCredential, newBadgeToken } from '../core/credentials.js'
@@ -31,9 +32,19 @@ export interface BadgeDeps {
   publicUrl?: string | undefined
 }
 
+/** How long a badge shows the count it last read, and for how many tenants at most. */
+export const BADGE_COUNT_TTL_SECONDS = 300
+const BADGE_COUNTS_KEPT = 10_000
+
 export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
   return async (app) => {
     const admin = requireKey(deps.auth, { scope: 'admin' })
+    const countFor = createBadgeCounts({
+      load: (tenantId, nowMs) =>
+        deps.reader.gatedWrites(tenantId, Math.floor(nowMs / 1000) - BADGE_WINDOW_SECONDS),
+      ttlMs: BADGE_COUNT_TTL_SECONDS * 1000,
+      max: BADGE_COUNTS_KEPT,
+    })
 
     /** The live token's record, compared in constant time; null for anything else. */
     async function liveToken(token: string) {
@@ -148,7 +159,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
         schema: {
           summary: 'The public badge (path: the badge token with a .svg suffix)',
           description:
-            'No credential. Shows the count of CHECK and EXECUTE receipts over the trailing 30 days: green from 1, grey at 0. 404 for an unknown or revoked token; 429 past 120 views per minute per token.',
+            'No credential. Shows the count of CHECK and EXECUTE receipts over the trailing 30 days, read at most every 5 minutes per tenant: green from 1, grey at 0. 404 for an unknown or revoked token; 429 past 120 views per minute per token.',
           params: z.object({ file: z.string().min(1).max(210) }),
           produces: ['image/svg+xml'],
         },
@@ -166,10 +177,7 @@ export function badgeRoutes(deps: BadgeDeps): FastifyPluginAsyncZod {
             { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } },
           )
         }
-        const count = await deps.reader.gatedWrites(
-          found.tenantId,
-          Math.floor(now / 1000) - BADGE_WINDOW_SECONDS,
-        )
+        const count = await countFor(found.tenantId, now)
         return reply
           .header('content-type', 'image/svg+xml; charset=utf-8')
           .header('cache-control', 'public, max-age=3600')

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { BADGE_GREEN, BADGE_GREY } from '../../src/badge/badge-svg.js'
+import { BADGE_COUNT_TTL_SECONDS } from '../../src/control/badge.js'
 import type { ManualClock } from '../../src/core/clock.js'
 import { nowSeconds } from '../../src/core/clock.js'
 import { newId } from '../../src/core/ids.js'
@@ -82,6 +83,11 @@ for (const kind of API_BACKENDS) {
         execute('completed', 'ALLOW'),
         execute('completed', null),
       ])
+      // The count a badge read is kept for five minutes per tenant (a public URL does not run a
+      // 30-day count on every view): then it is read again.
+      const kept = await svg(token)
+      t.ok(kept.body.includes('>0 / 30d<'), 'within five minutes, the count it read')
+      clock.advance(BADGE_COUNT_TTL_SECONDS * 1000)
       const some = await svg(token)
       t.ok(some.body.includes(BADGE_GREEN), 'green')
       t.ok(some.body.includes('>4 / 30d<'), 'CHECK and EXECUTE within 30 days, each write once')
