@@ -86,6 +86,17 @@ type Target =
 export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
   const { sor, audit, auth, keyring, clock, decisionState } = deps
 
+  /** Whether a bearer is a live credential of some tenant (a sponsor token, or a key not revoked). */
+  async function credentialHolds(bearer: string): Promise<boolean> {
+    const kind = classifyCredential(bearer)
+    if (kind === 'sponsor') return (await auth.sponsor(bearer)) !== null
+    if (kind === 'apiKey') {
+      const k = await auth.apiKey(bearer)
+      return k !== null && !k.dead
+    }
+    return false
+  }
+
   /** Which tenant the key joins, and the widest scope the proof allows. */
   async function resolveTarget(email: string, input: IssueKeyInput): Promise<Target> {
     const now = nowSeconds(clock)
@@ -98,7 +109,12 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     // A credential sent with an email that owns no tenant is a mistake (a typo, usually, when
     // minting an agent key for one's own tenant), never a request for a new tenant: it would
     // silently create one whose only key is whatever scope was asked for.
-    if (owned === null && input.bearer) fail(ERRORS.emailNotInTenant)
+    if (owned === null && input.bearer) {
+      // Told apart only for a credential that holds (found in review: a made-up bearer probed,
+      // for nothing, which emails own a tenant: proof_required for those, this for the rest).
+      if (await credentialHolds(input.bearer)) fail(ERRORS.emailNotInTenant)
+      fail(ERRORS.proofRequired)
+    }
     if (owned === null) return { kind: 'new' }
     if (deps.sameEmail === 'open') return { kind: 'existing', tenantId: owned, maxScope: 'admin' }
     const bearer = input.bearer
