@@ -387,9 +387,19 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     send: sendProtocolAnswer,
   })
 
-  /** Whether a client may write through this proxy: its own pod's, unless remote ones are served too. */
+  /**
+   * Whether a client may write through this proxy: its own pod's, unless remote ones are served
+   * too. Judged once per connection (kept-alive ones carry many requests).
+   */
+  const localSockets = new WeakMap<Socket, boolean>()
   function servesClient(socket: Socket): boolean {
-    return deps.remoteClients === true || reachedAtLoopback(socket.localAddress)
+    if (deps.remoteClients === true) return true
+    let local = localSockets.get(socket)
+    if (local === undefined) {
+      local = reachedAtLoopback(socket.localAddress)
+      localSockets.set(socket, local)
+    }
+    return local
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
