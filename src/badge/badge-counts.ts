@@ -9,10 +9,17 @@ export function createBadgeCounts(deps: {
   max: number
 }) {
   const counts = new Map<string, { count: number; atMs: number }>()
+  /** Views that come while a count is read wait for that one read, not a read each. */
+  const loading = new Map<string, Promise<number>>()
   return async function countFor(tenantId: string, nowMs: number): Promise<number> {
     const kept = counts.get(tenantId)
     if (kept && nowMs - kept.atMs < deps.ttlMs) return kept.count
-    const count = await deps.load(tenantId, nowMs)
+    let pending = loading.get(tenantId)
+    if (!pending) {
+      pending = deps.load(tenantId, nowMs).finally(() => loading.delete(tenantId))
+      loading.set(tenantId, pending)
+    }
+    const count = await pending
     counts.delete(tenantId)
     counts.set(tenantId, { count, atMs: nowMs })
     if (counts.size > deps.max) counts.delete(counts.keys().next().value as string)

@@ -97,8 +97,8 @@ export const ERRORS = {
   emailNotInTenant: def(
     'email_not_in_tenant',
     409,
-    'email owns no tenant',
-    'POST /v1/keys with Authorization names an email that owns no tenant: a credential proves membership of a tenant, not the right to create another. Send no Authorization to create a tenant; use an invite code to add a member.',
+    "email is not in the credential's tenant",
+    "POST /v1/keys with a live credential names an email that is not its own tenant's (it owns another tenant or none: one answer for both): a credential proves membership of a tenant, not the right to create another. Send no Authorization to create a tenant; use an invite code to add a member.",
   ),
   credentialChanged: def(
     'credential_changed',

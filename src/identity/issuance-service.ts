@@ -86,15 +86,15 @@ type Target =
 export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
   const { sor, audit, auth, keyring, clock, decisionState } = deps
 
-  /** Whether a bearer is a live credential of some tenant (a sponsor token, or a key not revoked). */
-  async function credentialHolds(bearer: string): Promise<boolean> {
+  /** The tenant a bearer is a live credential of (a sponsor token, or a key not revoked); null for none. */
+  async function tenantOfCredential(bearer: string): Promise<string | null> {
     const kind = classifyCredential(bearer)
-    if (kind === 'sponsor') return (await auth.sponsor(bearer)) !== null
+    if (kind === 'sponsor') return (await auth.sponsor(bearer))?.tenantId ?? null
     if (kind === 'apiKey') {
       const k = await auth.apiKey(bearer)
-      return k !== null && !k.dead
+      return k && !k.dead ? k.tenantId : null
     }
-    return false
+    return null
   }
 
   /** Which tenant the key joins, and the widest scope the proof allows. */
@@ -109,11 +109,13 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     // A credential sent with an email that owns no tenant is a mistake (a typo, usually, when
     // minting an agent key for one's own tenant), never a request for a new tenant: it would
     // silently create one whose only key is whatever scope was asked for.
-    if (owned === null && input.bearer) {
-      // Told apart only for a credential that holds (found in review: a made-up bearer probed,
-      // for nothing, which emails own a tenant: proof_required for those, this for the rest).
-      if (await credentialHolds(input.bearer)) fail(ERRORS.emailNotInTenant)
-      fail(ERRORS.proofRequired)
+    if (input.bearer) {
+      // One answer for an email outside the credential's own tenant, whether it owns another or
+      // none, and one for a credential that does not hold, whatever the email (found in review:
+      // a made-up bearer, then a free key of a tenant of one's own, told which emails own one).
+      const held = await tenantOfCredential(input.bearer)
+      if (held !== null && owned !== held) fail(ERRORS.emailNotInTenant)
+      if (owned === null) fail(ERRORS.proofRequired)
     }
     if (owned === null) return { kind: 'new' }
     if (deps.sameEmail === 'open') return { kind: 'existing', tenantId: owned, maxScope: 'admin' }

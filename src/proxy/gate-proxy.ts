@@ -416,7 +416,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     } else if (url === '/healthz') return sendJson(res, 200, { ok: true })
     else if (url === '/readyz') {
       const r = await api.readiness()
-      return sendJson(res, r.ready ? 200 : 503, { ...r })
+      // Another pod (the kubelet) gets the status, not which credentials are unavailable, or why.
+      return sendJson(res, r.ready ? 200 : 503, servesClient(req.socket) ? { ...r } : { ready: r.ready })
     } else if (!servesClient(req.socket))
       return sendRefusal(res, ERRORS.remoteClient, ERRORS.remoteClient.message)
     const target = parseTarget(req, intercepted)

@@ -20,17 +20,13 @@ export function deriveKeyring(master: Buffer): Keyring {
 
 /**
  * Accepts 32 raw bytes, or 32 bytes as base64 or hex text (as Kubernetes secrets usually hold
- * them). Refuses what is plainly not random (found in review: a 32-character passphrase or 32
- * zero bytes were taken as the key every token and sealed secret hangs on).
+ * them). Refuses one byte repeated (found in review: 32 zero bytes were taken as the key every
+ * token and sealed secret hangs on). 32 printable characters are taken as they are: `openssl rand
+ * -base64 24` written without a newline is that, and refusing a key in use would lock its
+ * sealed secrets away.
  */
 export function parseMasterKey(data: Buffer): Buffer {
-  if (data.length === 32) {
-    if (data.every((b) => b >= 0x20 && b < 0x7f))
-      throw new Error(
-        'the file holds 32 printable characters, a passphrase rather than a key: write 32 random bytes (writegate keygen)',
-      )
-    return notConstant(data)
-  }
+  if (data.length === 32) return notConstant(data)
   const text = data.toString('utf8').trim()
   if (/^[0-9a-fA-F]{64}$/.test(text)) return notConstant(Buffer.from(text, 'hex'))
   const b64 = Buffer.from(text, 'base64')

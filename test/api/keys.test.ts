@@ -85,7 +85,7 @@ for (const kind of API_BACKENDS) {
           { bearer },
         )
         t.equal(typo.status, 409)
-        t.same(typo.body, { error: 'email owns no tenant', code: 'email_not_in_tenant' })
+        t.same(typo.body, { error: "email is not in the credential's tenant", code: 'email_not_in_tenant' })
       }
       // Found in review: with a made-up credential, an unknown email and a known one answer alike,
       // so a probe learns nothing of which emails own a tenant.
@@ -98,6 +98,12 @@ for (const kind of API_BACKENDS) {
         t.same([probe.status, probe.body.code], [409, 'proof_required'], email)
       }
       t.equal(await countTenants(), tenantsBefore, 'no tenant was made')
+      // …nor with a live key of a tenant of one's own, free for the asking.
+      const own = await api.newTenant()
+      for (const email of [`typo-${Math.random().toString(36).slice(2)}@example.com`, first.email]) {
+        const probe = await api.post('/v1/keys', { email, scope: 'agent' }, { bearer: own.apiKey })
+        t.same([probe.status, probe.body.code], [409, 'email_not_in_tenant'], `${email}, a live key`)
+      }
       const fresh = await api.post('/v1/keys', {
         email: `new-${Math.random().toString(36).slice(2)}@example.com`,
       })

@@ -105,7 +105,8 @@ t.test('a client that reaches the proxy by a non-loopback address writes nothing
   t.equal(written(), 1, 'nothing reached the upstream')
 
   t.equal((await send(outside, p.port, 'GET', '/healthz')).status, 200, 'the kubelet still probes it')
-  t.equal((await send(outside, p.port, 'GET', '/readyz')).status, 200)
+  const ready = await send(outside, p.port, 'GET', '/readyz')
+  t.same([ready.status, JSON.parse(ready.body)], [200, { ready: true }], 'the status, no detail')
   t.equal((await send(outside, p.port, 'CONNECT', `localhost:${p.upstream.port}`)).status, 403, 'no tunnel')
   t.ok(await closedAtOnce(outside, p.tlsPort), 'the TLS port closes it before a byte is read')
   t.equal(
