@@ -65,12 +65,12 @@ function matches(selector: Record<string, string>, labels: Record<string, string
 }
 
 /** The injector fixture's annotated pod, as the injector configured by these settings rewrites it. */
-function injectedFixturePod(settings: ReturnType<typeof parseSettings>): Pod {
+function injectedFixturePod(
+  settings: ReturnType<typeof parseSettings>,
+  fixture = 'review-annotated-pod.json',
+): Pod {
   const review = JSON.parse(
-    readFileSync(
-      join(import.meta.dirname, '..', 'injector', 'fixtures', 'review-annotated-pod.json'),
-      'utf8',
-    ),
+    readFileSync(join(import.meta.dirname, '..', 'injector', 'fixtures', fixture), 'utf8'),
   )
   const m = mutatePod(review.request.object, injectorOptions(settings))
   if (m.outcome !== 'injected') throw new Error('expected an injection')
@@ -415,6 +415,16 @@ function checkInjectionPolicy(t: Test, objects: KubeObject[]): void {
   missed.spec.initContainers = []
   missed.spec.containers = missed.spec.containers.filter((c) => c.name !== 'writegate-proxy')
   t.same(judged(missed), { sent: true, admitted: false }, 'annotated but not injected: refused')
+  const enforced = injectedFixturePod(settings, 'review-enforce-pod.json')
+  t.same(judged(enforced), { sent: true, admitted: true }, 'injected with the enforce rules: admitted')
+  const unruled = structuredClone(enforced)
+  unruled.spec.initContainers = (unruled.spec.initContainers ?? []).filter((c) => c.name !== 'writegate-init')
+  t.same(judged(unruled), { sent: true, admitted: false }, 'enforce annotated, the rules missing: refused')
+  // Found in review: a container of one's own named writegate-proxy passed.
+  const lookalike = structuredClone(sidecar)
+  for (const c of [...(lookalike.spec.initContainers ?? []), ...lookalike.spec.containers])
+    if (c.name === 'writegate-proxy') c.image = 'busybox:1.36'
+  t.same(judged(lookalike), { sent: true, admitted: false }, 'a writegate-proxy of another image: refused')
   const annotations = (a: Record<string, string> | undefined) => {
     const pod = structuredClone(missed)
     if (a) pod.metadata = { ...pod.metadata, annotations: a }
