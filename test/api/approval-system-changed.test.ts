@@ -1,8 +1,9 @@
 import { generate } from 'otplib'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
+import type { Storage } from '../../src/store/ports/storage.js'
 import { createFakeStorage } from '../fakes/fake-storage.js'
-import { startWithTenantSystems } from '../helpers/control-plane.js'
+import { startWithTenantSystems, type TestStorageKind } from '../helpers/control-plane.js'
 import { billingSystems, startRecordingServer } from '../helpers/enrolled-systems.js'
 
 /**
@@ -10,49 +11,68 @@ import { billingSystems, startRecordingServer } from '../helpers/enrolled-system
  * tool) between an action's staging and its approval; the approver was shown the same action,
  * and the TOTP approval sent the write, with the injected credential, where it now pointed.
  */
+/**
+ * A tenant with the billing system on a recording upstream and an agent key; `stage` stages the
+ * refund tool call for approval, `approve` approves an action with the authenticator's code of
+ * the moment, and `definition` is the system as enrolled (for a PUT that changes it).
+ */
+async function setup(t: Test, kind: TestStorageKind, storage?: Storage) {
+  const original = await startRecordingServer(t)
+  const s = await startWithTenantSystems(
+    t,
+    kind,
+    (tenantId) => billingSystems(tenantId, original.origin),
+    storage ? { storage } : {},
+  )
+  const { api, tenant } = s
+  const clock = s.clock as ManualClock
+  const admin = tenant.apiKey
+  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
+    .apiKey as string
+  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
+    string,
+    unknown
+  >
+  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
+  const stage = async () =>
+    (
+      await api.post(
+        '/v1/check',
+        {
+          verb: 'refund',
+          target: 'ch_1',
+          tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
+        },
+        { bearer: agent },
+      )
+    ).body.actionId as string
+  const approve = async (actionId: string) =>
+    api.post(
+      `/v1/agent/actions/${actionId}/approve`,
+      { totpCode: await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) }) },
+      { bearer: admin },
+    )
+  /** PUTs the system as `change` makes it from the enrolled definition. */
+  const replace = async (change: (d: Record<string, unknown>) => Record<string, unknown>) =>
+    (await api.put('/v1/systems/sys_billing', change(definition), { bearer: admin })).status
+  return { s, api, admin, clock, original, definition, stage, approve, replace }
+}
+
 const BACKENDS = ['fake', 'postgres'] as const
 
 for (const kind of BACKENDS)
   t.test(`an action whose system changed after staging is not approved (${kind})`, async (t) => {
-    const original = await startRecordingServer(t)
+    const { s, clock, original, stage, approve, replace } = await setup(t, kind)
     const other = await startRecordingServer(t)
-    const s = await startWithTenantSystems(t, kind, (tenantId) => billingSystems(tenantId, original.origin))
-    const { api, tenant } = s
-    const clock = s.clock as ManualClock
-    const admin = tenant.apiKey
-    const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin }))
-      .body.apiKey as string
-    const stage = async () =>
-      (
-        await api.post(
-          '/v1/check',
-          {
-            verb: 'refund',
-            target: 'ch_1',
-            tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
-          },
-          { bearer: agent },
-        )
-      ).body.actionId as string
-    const code = async () =>
-      await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
-    const approve = async (actionId: string) =>
-      await api.post(`/v1/agent/actions/${actionId}/approve`, { totpCode: await code() }, { bearer: admin })
-    const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
-      string,
-      unknown
-    >
-    const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
     const repoint = async (upstream: string, method: string, pathTemplate: string) => {
-      const tools = (definition.tools as Record<string, unknown>[]).map((x) =>
-        x.name === 'issue_refund' ? { ...x, method, pathTemplate } : x,
-      )
-      const put = await api.put(
-        '/v1/systems/sys_billing',
-        { ...definition, upstream, tools },
-        { bearer: admin },
-      )
-      t.equal(put.status, 200, 're-pointed')
+      const status = await replace((d) => ({
+        ...d,
+        upstream,
+        tools: (d.tools as Record<string, unknown>[]).map((x) =>
+          x.name === 'issue_refund' ? { ...x, method, pathTemplate } : x,
+        ),
+      }))
+      t.equal(status, 200, 're-pointed')
     }
 
     // Changed within the second it was staged in: told apart by the version it was staged under.
@@ -93,44 +113,20 @@ for (const kind of BACKENDS)
  * credential. The version checked is now the version written to.
  */
 t.test('a system changed while its action is being approved is refused, not written to', async (t) => {
-  const original = await startRecordingServer(t)
-  const other = await startRecordingServer(t)
   const storage = createFakeStorage()
-  const s = await startWithTenantSystems(t, 'fake', (tenantId) => billingSystems(tenantId, original.origin), {
-    storage,
-  })
-  const { api, tenant } = s
-  const clock = s.clock as ManualClock
-  const admin = tenant.apiKey
-  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
-    .apiKey as string
-  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
-    string,
-    unknown
-  >
-  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
-  const actionId = (
-    await api.post(
-      '/v1/check',
-      {
-        verb: 'refund',
-        target: 'ch_1',
-        tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
-      },
-      { bearer: agent },
-    )
-  ).body.actionId as string
+  const { api, admin, original, stage, approve, replace } = await setup(t, 'fake', storage)
+  const other = await startRecordingServer(t)
+  const actionId = await stage()
   t.ok(actionId, 'staged')
   // The admin's change lands while the approval reads the tenant's TOTP secret (after the version check).
   const totp = storage.sor.stores.totp
   const secret = totp.secret.bind(totp)
   let change: (() => Promise<void>) | null = async () => {
-    const put = await api.put(
-      '/v1/systems/sys_billing',
-      { ...definition, upstream: other.origin },
-      { bearer: admin },
+    t.equal(
+      await replace((d) => ({ ...d, upstream: other.origin })),
+      200,
+      're-pointed while the approval is under way',
     )
-    t.equal(put.status, 200, 're-pointed while the approval is under way')
   }
   totp.secret = async (...args: Parameters<typeof secret>) => {
     const c = change
@@ -138,12 +134,7 @@ t.test('a system changed while its action is being approved is refused, not writ
     if (c) await c()
     return secret(...args)
   }
-  const code = await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
-  const approved = await api.post(
-    `/v1/agent/actions/${actionId}/approve`,
-    { totpCode: code },
-    { bearer: admin },
-  )
+  const approved = await approve(actionId)
   t.equal(change, null, 'the change landed during the approval')
   t.same([approved.status, approved.body.code], [409, 'action_system_changed'])
   t.same([original.requests.length, other.requests.length], [0, 0], 'nothing was sent anywhere')
@@ -158,45 +149,15 @@ t.test('a system changed while its action is being approved is refused, not writ
 
 /** Found in the same review: the undo was planned from the system as it was after the write. */
 t.test('no undo is staged from another version of the system than the write went to', async (t) => {
-  const original = await startRecordingServer(t)
-  const s = await startWithTenantSystems(t, 'fake', (tenantId) => billingSystems(tenantId, original.origin))
-  const { api, tenant } = s
-  const clock = s.clock as ManualClock
-  const admin = tenant.apiKey
-  const agent = (await api.post('/v1/keys', { email: tenant.email, scope: 'agent' }, { bearer: admin })).body
-    .apiKey as string
-  const current = (await api.get('/v1/systems/sys_billing', { bearer: admin })).body as Record<
-    string,
-    unknown
-  >
-  const { systemId: _s, version: _v, createdAt: _c, updatedAt: _u, tenantId: _t, ...definition } = current
-  const stage = async () =>
-    (
-      await api.post(
-        '/v1/check',
-        {
-          verb: 'refund',
-          target: 'ch_1',
-          tool: { name: 'issue_refund', params: { charge: 'ch_1', amount: 500 } },
-        },
-        { bearer: agent },
-      )
-    ).body.actionId as string
-  const approve = async (actionId: string) =>
-    api.post(
-      `/v1/agent/actions/${actionId}/approve`,
-      { totpCode: await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) }) },
-      { bearer: admin },
-    )
+  const { clock, original, stage, approve, replace } = await setup(t, 'fake')
   let changeDuringWrite = false
   original.respond(async (_q, res) => {
     if (changeDuringWrite) {
-      const routes = [
-        ...(definition.routes as unknown[]),
-        { method: 'POST', path: '/v1/other', verb: 'verify' },
-      ]
-      const put = await api.put('/v1/systems/sys_billing', { ...definition, routes }, { bearer: admin })
-      t.equal(put.status, 200, 'changed while the write was answered')
+      const status = await replace((d) => ({
+        ...d,
+        routes: [...(d.routes as unknown[]), { method: 'POST', path: '/v1/other', verb: 'verify' }],
+      }))
+      t.equal(status, 200, 'changed while the write was answered')
     }
     res.writeHead(201, { 'content-type': 'application/json' }).end('{"id":"re_1"}')
   })
