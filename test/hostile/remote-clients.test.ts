@@ -1,12 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { connect } from 'node:net'
-import { networkInterfaces, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { networkInterfaces } from 'node:os'
 import t, { type Test } from 'tap'
-import { createInterceptionCa } from '../../src/tls/interception-ca.js'
-import { startBillingProxy } from '../helpers/billing-proxy.js'
-import { startHttpsUpstream } from '../helpers/https-upstream.js'
+import { startInterceptingProxy } from '../helpers/intercepting-proxy.js'
 
 /**
  * Found in review: the injected sidecar listens on every address (the kubelet probes it by the
@@ -57,34 +53,11 @@ function closedAtOnce(host: string, port: number) {
 }
 
 async function proxyOn(t: Test, remoteClients: boolean) {
-  const upstream = await startHttpsUpstream(t)
-  const dir = mkdtempSync(join(tmpdir(), 'wg-remote-'))
-  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
-  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
-  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
-  const bench = await startBillingProxy(t, {
-    systems: () => ({
-      passthrough: [],
-      systems: [
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          reads: 'pass' as const,
-          routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
-          tools: [],
-        },
-      ],
-    }),
-    // Every address, as the injected sidecar listens.
-    proxy: {
-      host: '::',
-      remoteClients,
-      tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key'), port: 0 },
-    },
+  // Every address, as the injected sidecar listens.
+  const { upstream, bench, tlsPort } = await startInterceptingProxy(t, {
+    proxy: { host: '::', remoteClients },
   })
-  return { upstream, port: bench.port, tlsPort: bench.proxy.tlsPort as number }
+  return { upstream, port: bench.port, tlsPort }
 }
 
 t.test('a client that reaches the proxy by a non-loopback address writes nothing through it', async (t) => {

@@ -1,11 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
 import { connect, type Socket } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { createInterceptionCa } from '../../src/tls/interception-ca.js'
-import { startBillingProxy } from '../helpers/billing-proxy.js'
 import {
   eachShape,
   get,
@@ -16,7 +11,7 @@ import {
   tlsClientHello,
   watchUnhandled,
 } from '../helpers/hostile-client.js'
-import { startHttpsUpstream } from '../helpers/https-upstream.js'
+import { startInterceptingProxy } from '../helpers/intercepting-proxy.js'
 import { capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
 
 async function tcp(port: number): Promise<Socket> {
@@ -38,40 +33,17 @@ const closed = (socket: Socket) =>
 t.test('hostile clients on the proxy TLS port', async (t) => {
   const unhandled = watchUnhandled(t)
   const { logger, lines } = capturingLogger()
-  const upstream = await startHttpsUpstream(t)
-  const dir = mkdtempSync(join(tmpdir(), 'wg-hostile-tls-'))
-  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
-  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
-  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
   // The handshake limit is far above what a client needs, even 200 handshakes at once on a loaded
   // machine. A stalled handshake is cut at the limit: test/proxy/tls-interception.test.ts checks
   // it on this port on a proxy of its own with a short limit, rather than wait 10 s here.
-  const bench = await startBillingProxy(t, {
-    systems: () => ({
-      passthrough: [],
-      systems: [
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          reads: 'pass' as const,
-          routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
-          tools: [],
-        },
-      ],
-    }),
-    proxy: {
-      tls: {
-        caCertFile: join(dir, 'ca.crt'),
-        caKeyFile: join(dir, 'ca.key'),
-        handshakeTimeoutMs: 10_000,
-        port: 0,
-      },
-    },
+  const {
+    upstream,
+    ca,
+    tlsPort: port,
+  } = await startInterceptingProxy(t, {
+    proxy: { tls: { handshakeTimeoutMs: 10_000 } },
     logger,
   })
-  const port = bench.proxy.tlsPort as number
   const host = `localhost:${upstream.port}`
   const target: Target = {
     name: 'TLS port',
