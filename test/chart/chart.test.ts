@@ -77,6 +77,19 @@ function injectedFixturePod(
   return applyJsonPatch(review.request.object as Pod, m.patch)
 }
 
+/** The fixture pod as this rendering's injector leaves it: the proxy as a native sidecar, and as a container. */
+function injectedPods(objects: KubeObject[]) {
+  const settings = parseSettings(
+    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
+  )
+  const sidecar = injectedFixturePod(settings)
+  const classic = injectedFixturePod({
+    ...settings,
+    injector: { ...settings.injector, proxy: { ...settings.injector.proxy, nativeSidecar: false } },
+  })
+  return { settings, sidecar, classic }
+}
+
 function b64(s: string): string {
   return Buffer.from(s, 'base64').toString('utf8')
 }
@@ -333,14 +346,7 @@ function checkGuard(t: Test, objects: KubeObject[]): void {
       scope: 'Namespaced',
     },
   ])
-  const settings = parseSettings(
-    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
-  )
-  const sidecar = injectedFixturePod(settings)
-  const classic = injectedFixturePod({
-    ...settings,
-    injector: { ...settings.injector, proxy: { ...settings.injector.proxy, nativeSidecar: false } },
-  })
+  const { sidecar, classic } = injectedPods(objects)
   t.ok(
     (sidecar.spec.initContainers ?? []).some((c) => c.name === 'writegate-proxy') &&
       classic.spec.containers.some((c) => c.name === 'writegate-proxy'),
@@ -401,14 +407,7 @@ function checkInjectionPolicy(t: Test, objects: KubeObject[]): void {
       (v) => evaluateCel(v.expression, { object: pod }) === true,
     ),
   })
-  const settings = parseSettings(
-    parseYaml(find(objects, 'ConfigMap', `${RELEASE}-writegate-config`).data['writegate.yaml']),
-  )
-  const sidecar = injectedFixturePod(settings)
-  const classic = injectedFixturePod({
-    ...settings,
-    injector: { ...settings.injector, proxy: { ...settings.injector.proxy, nativeSidecar: false } },
-  })
+  const { settings, sidecar, classic } = injectedPods(objects)
   t.same(judged(sidecar), { sent: true, admitted: true }, 'injected, the proxy a native sidecar: admitted')
   t.same(judged(classic), { sent: true, admitted: true }, 'injected, the proxy a container: admitted')
   const missed = structuredClone(sidecar)
