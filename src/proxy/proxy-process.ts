@@ -46,7 +46,7 @@ export interface ProxyParts {
   lookup?: LookupFunction | undefined
 }
 
-/** The variable that switches http-proxy-3 to its fetch path (checked by test/unit/http-proxy-internals.test.ts). */
+/** The variable that switches http-proxy-3 to its fetch path (test/proxy/fetch-path-variable.test.ts pins it). */
 export const FETCH_PATH_VARIABLE = 'FORCE_FETCH_PATH'
 
 /** A deprecated route table file, read once; its systems are served beside the tenant's enrolled ones. */
