@@ -64,7 +64,7 @@ export const ERRORS = {
     'unavailable',
     503,
     'service unavailable',
-    'A backing store is unreachable; nothing was changed.',
+    'A backing store is unreachable (reason: database or audit_backlog); retry.',
   ),
 
   // Authentication and authorization

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { ERRORS, type ErrorDef, WriteGateError } from '../../core/errors.js'
+import { isDatabaseUnavailable } from '../../store/postgres/database-unavailable.js'
 
 interface ValidationIssue {
   path: string
@@ -65,6 +66,13 @@ export function installErrorHandling(app: FastifyInstance): void {
     const status = typeof err.statusCode === 'number' ? err.statusCode : 500
     if (status >= 400 && status < 500) {
       return reply.code(status).send({ error: err.message, code: ERRORS.invalidRequest.code })
+    }
+    if (isDatabaseUnavailable(err)) {
+      // A failover, a restart, a dropped connection: the service's outage, not a bug; the
+      // client may retry (a decision gives its quota unit and grant back when its receipt fails).
+      req.log.error({ err }, 'request failed: database unavailable')
+      const unavailable = new WriteGateError(ERRORS.unavailable, { reason: 'database' })
+      return reply.code(unavailable.status).send(unavailable.toBody())
     }
     req.log.error({ err }, 'unhandled error')
     return reply.code(500).send({ error: ERRORS.internal.message, code: ERRORS.internal.code })
