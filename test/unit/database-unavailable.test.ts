@@ -16,7 +16,7 @@ function socketErrorOfQuery(code: string): Error {
 t.test('a connection the database dropped or refused is unavailability', async (t) => {
   for (const code of ['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT'])
     t.ok(isDatabaseUnavailable(Object.assign(new Error(code), { code })), code)
-  for (const code of ['57P01', '57P02', '57P03', '53300', '25006', '08006', '08001'])
+  for (const code of ['57P01', '57P02', '57P03', '53300', '25006', '25P03', '08006', '08001'])
     t.ok(isDatabaseUnavailable(postgresError(code)), `SQLSTATE ${code}`)
   for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT'])
     t.ok(isDatabaseUnavailable(socketErrorOfQuery(code)), `${code} handed to a query`)

@@ -8,7 +8,13 @@ import postgres, { type Sql } from 'postgres'
 export type DatabaseKind = 'postgres' | 'pglite-disk' | 'pglite-memory'
 
 export type DatabaseTarget =
-  | { kind: 'postgres'; url: string; maxConnections?: number }
+  | {
+      kind: 'postgres'
+      url: string
+      maxConnections?: number
+      /** How long Postgres lets a session of ours sit in a transaction without a statement (tests shorten it). */
+      idleInTransactionMs?: number
+    }
   | { kind: 'pglite-disk'; dir: string; initialState?: Blob }
   | { kind: 'pglite-memory'; initialState?: Blob }
 
@@ -42,6 +48,14 @@ const int8AsNumber = {
 
 const PLAN_CACHE_MODE = 'force_custom_plan'
 
+/**
+ * Our transactions send their statements back to back (milliseconds). One left open by a
+ * process that froze or lost its network keeps its row locks (a tenant's audit head among
+ * them, which every append of that tenant waits for) until Postgres notices the client is
+ * gone: with its default keepalives, hours. Postgres ends such a session after this long.
+ */
+const IDLE_IN_TRANSACTION_MS = 30_000
+
 const driverOptions = {
   onnotice: () => {},
   // The driver prepares every statement, and after five runs Postgres may keep a generic
@@ -58,6 +72,10 @@ export async function openDatabase(target: DatabaseTarget): Promise<Database> {
   if (target.kind === 'postgres') {
     const sql = postgres(target.url, {
       ...driverOptions,
+      connection: {
+        ...driverOptions.connection,
+        idle_in_transaction_session_timeout: target.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
+      },
       max: target.maxConnections ?? 10,
       connect_timeout: 10,
       idle_timeout: 30,

@@ -21,9 +21,10 @@ const SOCKET_CODES = new Set([
 /**
  * SQLSTATEs of a server that is going away or cannot take the query now: class 08 (connection
  * exception), an administrator's or a crash's shutdown and "cannot connect now" (57P01–57P03),
- * too many connections (53300), and a read-only transaction (25006: a standby, mid-failover).
+ * too many connections (53300), a read-only transaction (25006: a standby, mid-failover), and
+ * a transaction Postgres ended for sitting idle (25P03: the process stalled inside it).
  */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006'])
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '25006', '25P03'])
 
 /**
  * Whether an error means the database could not be reached or dropped the connection, so the
