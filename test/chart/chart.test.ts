@@ -524,12 +524,31 @@ t.test(
     const svc = all(objects, 'Service').find((s) => matches(sm.spec.selector.matchLabels, s.metadata.labels))
     t.equal(
       svc?.metadata.name,
-      `${RELEASE}-writegate`,
-      'the ServiceMonitor selects the control-plane Service',
+      `${RELEASE}-writegate-metrics`,
+      "the ServiceMonitor selects the control plane's metrics Service",
     )
     t.ok(
       svc.spec.ports.some((p: KubeObject) => p.name === sm.spec.endpoints[0].port),
       'on its metrics port',
+    )
+    t.equal(svc.spec.type, 'ClusterIP')
+    const api = find(objects, 'Service', `${RELEASE}-writegate`)
+    t.same(
+      api.spec.ports.map((p: KubeObject) => p.name),
+      ['http'],
+      "the API's Service, which may be exposed, does not carry /metrics",
+    )
+    const exposed = await renderChart([
+      '-f',
+      join(CHART, 'examples', 'cert-manager.yaml'),
+      '--set',
+      'controlPlane.service.type=LoadBalancer',
+    ])
+    t.equal(find(exposed, 'Service', `${RELEASE}-writegate`).spec.type, 'LoadBalancer')
+    t.equal(
+      find(exposed, 'Service', `${RELEASE}-writegate-metrics`).spec.type,
+      'ClusterIP',
+      'an exposed API leaves /metrics inside the cluster',
     )
     t.equal(sm.metadata.labels.release, 'kube-prometheus-stack')
 

@@ -24,6 +24,7 @@
 {{- end }}
 
 {{- define "writegate.controlPlaneName" -}}{{ include "writegate.fullname" . }}{{- end }}
+{{- define "writegate.controlPlaneMetricsName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "metrics") }}{{- end }}
 {{- define "writegate.injectorName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector") }}{{- end }}
 {{- define "writegate.injectorTlsSecret" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "injector-tls") }}{{- end }}
 {{- define "writegate.configName" -}}{{ include "writegate.componentName" (dict "root" . "suffix" "config") }}{{- end }}
