@@ -187,6 +187,12 @@ export const settingsSchema = z
         trustProxy: z.array(trustEntry).default([]),
         /** Where clients reach the API (links in badges and exports): an http(s) URL, never `javascript:`. */
         publicUrl: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' }).optional(),
+        /**
+         * A request not answered in time gets 503 (a database that stopped answering would
+         * otherwise hold it as long as the client waits). Routes that call an upstream get
+         * `execute.deadlineMs` and more; exports and verification of the whole log an hour.
+         */
+        handlerTimeoutMs: num((n) => n.int().min(1000).max(3600000)).default(30000),
       })
       .strict()
       .prefault({}),

@@ -39,6 +39,7 @@ import { type AuditServices, registerAuditRoutes } from './audit-routes.js'
 import { checksRoutes } from './checks.js'
 import { executeRoutes } from './execute.js'
 import { installErrorHandling } from './http/errors.js'
+import { type HandlerDeadlines, installHandlerDeadlines } from './http/handler-deadlines.js'
 import { installJsonBodyParser, installUrlGuard } from './http/json-body.js'
 import { withAuthDocs } from './http/openapi-auth.js'
 import { keysRoutes } from './keys.js'
@@ -90,6 +91,8 @@ export interface ControlAppOptions {
   readiness: () => Promise<void>
   /** The portal session cookie lives this long at most (its absolute expiry). */
   portalSessionMaxSeconds: number
+  /** How long a request may take before it is answered 503 (handler-deadlines.ts). */
+  handlerDeadlines: HandlerDeadlines
 }
 
 const REQUEST_TIMEOUT_MS = 300_000
@@ -107,6 +110,7 @@ export async function buildControlApp(
     // A whole request within 5 minutes, as on gate-proxy (fastify's default, 0, let an upload
     // that stalls mid-body hold its connection, and shutdown, for ever).
     requestTimeout: REQUEST_TIMEOUT_MS,
+    handlerTimeout: opts.handlerDeadlines.defaultMs,
     serverFactory: (handler, options) => {
       const server = guardServer(createServer(handler), opts.logger, { clientErrors: false })
       server.keepAliveTimeout = options.keepAliveTimeout as number
@@ -132,6 +136,7 @@ export async function buildControlApp(
     },
   }).withTypeProvider<ZodTypeProvider>()
 
+  installHandlerDeadlines(app, opts.handlerDeadlines)
   app.decorateRequest('caller', null)
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)

@@ -430,6 +430,10 @@ export async function createControlPlane(
       version: VERSION,
       readiness,
       portalSessionMaxSeconds: settings.portal.sessionMaxSeconds,
+      handlerDeadlines: {
+        defaultMs: settings.server.handlerTimeoutMs,
+        upstreamCallMs: settings.execute.deadlineMs,
+      },
     })
     cleanups.push(() => app.close())
     return {

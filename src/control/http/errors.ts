@@ -58,6 +58,13 @@ export function installErrorHandling(app: FastifyInstance): void {
         : `invalid ${where}`
       return reply.code(400).send({ error: message, code: ERRORS.invalidRequest.code, issues })
     }
+    if (err.code === 'FST_ERR_HANDLER_TIMEOUT') {
+      // A store (or an upstream) held the request past its deadline: the service's outage. The
+      // handler may still finish later; what it changes then stands.
+      req.log.error({ err: { message: err.message, code: err.code } }, 'request failed: deadline')
+      const late = new WriteGateError(ERRORS.unavailable, { reason: 'deadline' })
+      return reply.code(late.status).send(late.toBody())
+    }
     const mapped = err.code ? FASTIFY_CODES[err.code] : undefined
     if (mapped) return reply.code(mapped.status).send({ error: mapped.message, code: mapped.code })
     if (err instanceof SyntaxError) {
