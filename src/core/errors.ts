@@ -64,7 +64,7 @@ export const ERRORS = {
     'unavailable',
     503,
     'service unavailable',
-    'A backing store is unreachable (reason: database or audit_backlog); retry.',
+    'A backing store is unreachable or did not answer in time (reason: database, audit_backlog or deadline); retry.',
   ),
 
   // Authentication and authorization
@@ -85,6 +85,12 @@ export const ERRORS = {
     403,
     'insufficient scope',
     'An agent-scoped key cannot call this endpoint.',
+  ),
+  keyBarred: def(
+    'key_barred',
+    403,
+    "this key is on the sponsor's revocation roster",
+    'An admin endpoint (or the portal) was used with a key the sponsor revoked with `POST /v1/revoke`, by its keyId or its principal (`barred` says which). Such a key may still call `POST /v1/check` (DENY, on record) and the endpoints agent keys may call, but no admin endpoint and no portal page until the sponsor reinstates it. A tenant-wide kill switch does not bar admin keys.',
   ),
 
   // Issuance

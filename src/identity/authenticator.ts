@@ -1,4 +1,5 @@
 import { classifyCredential } from '../core/credentials.js'
+import { ERRORS, WriteGateError } from '../core/errors.js'
 import { digestsEqual, hashSecret } from '../core/secret-hash.js'
 import type { Stores } from '../store/ports/index.js'
 import type { DeadKeyReason, KeyCaller, SponsorCaller } from './caller.js'
@@ -17,7 +18,24 @@ export interface Authenticator {
   keyIdentity(bearer: string | undefined): Promise<KeyCaller | null>
   /** The tenant whose sponsor token this is, or null. */
   sponsor(bearer: string | undefined): Promise<SponsorCaller | null>
+  /**
+   * Why the sponsor's roster bars this live key (`POST /v1/revoke` named it or its principal),
+   * or null. Such a key may still check (DENY, on record) but does no admin work: otherwise a
+   * revoked admin key could mint an unrevoked one through an invite, or open policy for every
+   * other agent. Judged under the tenant's current snapshot; throws `gate_unavailable` when that
+   * cannot be read. A tenant-wide kill switch bars checks, not admins: they may fix policy
+   * before the sponsor lifts it.
+   */
+  rosterBar(caller: KeyCaller): Promise<RosterBar | null>
 }
+
+export type RosterBar = 'sponsor_revoked_key' | 'sponsor_revoked_principal'
+
+/** The standing of a key under its tenant's current snapshot (the gate's). */
+export type StandingOf = (
+  tenantId: string,
+  keyId: string,
+) => Promise<{ kind: 'in_good_standing' } | { kind: 'barred'; reason: string } | { kind: 'unavailable' }>
 
 /** Extracts the credential of `Authorization: Bearer <credential>`. */
 export function bearerOf(header: string | undefined): string | undefined {
@@ -29,7 +47,11 @@ export function bearerOf(header: string | undefined): string | undefined {
 /** Key identities kept for POST /v1/check; past it the oldest are dropped. */
 export const KEY_IDENTITY_CACHE_SIZE = 10_000
 
-export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: number }): Authenticator {
+export function createAuthenticator(deps: {
+  stores: Stores
+  standing: StandingOf
+  identityCacheSize?: number
+}): Authenticator {
   const { stores } = deps
   const cacheSize = deps.identityCacheSize ?? KEY_IDENTITY_CACHE_SIZE
   // By the secret's hash, never the secret; only keys that resolved are kept.
@@ -78,6 +100,14 @@ export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: 
       const found = await stores.tenants.findBySponsorHash(hash)
       if (!found || !digestsEqual(found.sponsorHash, hash)) return null
       return { kind: 'sponsor', tenantId: found.tenant.id }
+    },
+    async rosterBar(caller) {
+      const standing = await deps.standing(caller.tenantId, caller.keyId)
+      if (standing.kind === 'unavailable') throw new WriteGateError(ERRORS.gateUnavailable)
+      if (standing.kind !== 'barred') return null
+      return standing.reason === 'sponsor_revoked_key' || standing.reason === 'sponsor_revoked_principal'
+        ? standing.reason
+        : null
     },
   }
   return auth

@@ -133,6 +133,8 @@ export function createPortalSessions(deps: {
         if (!byAddress.allowed) locked('address', byAddress.retryAfterSeconds)
         if (caller.dead !== null) fail(ERRORS.unknownApiKey, { reason: caller.dead })
         if (caller.scope !== 'admin') fail(ERRORS.insufficientScope)
+        const barred = await auth.rosterBar(caller)
+        if (barred) fail(ERRORS.keyBarred, { barred })
         const byTenant = await rateLimits.hit(
           `portal:signin:tenant:${caller.tenantId}`,
           limits.signInAttemptsPerTenant,
@@ -220,17 +222,20 @@ export function createPortalSessions(deps: {
       await s.portalSessions.remove(hash)
       return null
     }
+    const caller: KeyCaller = {
+      kind: 'key',
+      tenantId: found.tenantId,
+      keyId: key.id,
+      principalId: principal.id,
+      principalName: principal.name,
+      scope: key.scope,
+      dead: null,
+    }
+    // And while the sponsor's roster names its key or principal (not kept: reinstating brings it back).
+    if (await auth.rosterBar(caller)) return null
     if (at - found.lastSeenAt >= TOUCH_EVERY_SECONDS) await s.portalSessions.touch(hash, at)
     return {
-      caller: {
-        kind: 'key',
-        tenantId: found.tenantId,
-        keyId: key.id,
-        principalId: principal.id,
-        principalName: principal.name,
-        scope: key.scope,
-        dead: null,
-      },
+      caller,
       csrfToken: csrfTokenOf(token),
       createdAt: found.createdAt,
       expiresAt: found.expiresAt,

@@ -180,6 +180,50 @@ for (const kind of API_BACKENDS) {
       },
     )
 
+    t.test(
+      "a key on the sponsor's roster does no admin work: no invite, no policy, no principal",
+      async (t) => {
+        const o = await api.newTenant()
+        const ops = await api.post('/v1/principals', { name: 'ops' }, { bearer: o.apiKey })
+        const k = await api.post(
+          '/v1/keys',
+          { email: o.email, principal_id: ops.body.principalId },
+          { bearer: o.apiKey },
+        )
+        const stolen = k.body.apiKey as string
+        for (const target of [{ keyId: k.body.keyId }, { principalId: ops.body.principalId }]) {
+          await api.post('/v1/revoke', target, { bearer: o.sponsorToken })
+          const by = Object.keys(target)[0]
+          const invite = await api.post('/v1/tenant/invites', undefined, { bearer: stolen })
+          t.same(
+            [invite.status, invite.body.code, invite.body.barred],
+            [403, 'key_barred', `sponsor_revoked_${by === 'keyId' ? 'key' : 'principal'}`],
+            `revoked by ${by}: no invite to mint an unrevoked key with`,
+          )
+          const policy = await api.put('/v1/policy', { refund: 'allow' }, { bearer: stolen })
+          t.same([policy.status, policy.body.code], [403, 'key_barred'], 'no policy change')
+          const principal = await api.post('/v1/principals', { name: 'mine' }, { bearer: stolen })
+          t.same([principal.status, principal.body.code], [403, 'key_barred'], 'no principal')
+          const check = await api.post('/v1/check', { verb: 'verify' }, { bearer: stolen })
+          t.same(
+            [check.status, check.body.decision],
+            [200, 'DENY'],
+            'its checks are still answered: DENY, on record',
+          )
+          await api.post('/v1/reinstate', target, { bearer: o.sponsorToken })
+          t.equal(
+            (await api.post('/v1/tenant/invites', undefined, { bearer: stolen })).status,
+            201,
+            'reinstated: it works again',
+          )
+        }
+        // A tenant-wide kill switch stops checks, not the admins who fix policy before lifting it.
+        await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
+        t.equal((await api.put('/v1/policy', { refund: 'deny' }, { bearer: o.apiKey })).status, 200)
+        await api.post('/v1/reinstate', { all: true }, { bearer: o.sponsorToken })
+      },
+    )
+
     t.test('the tenant name defaults to the email domain, never the address', async (t) => {
       const r = await api.post('/v1/keys', { email: 'Private.Person@corp.example' })
       const me = await api.get('/v1/me', { bearer: r.body.apiKey })

@@ -238,6 +238,35 @@ t.test('portal sessions', async (t) => {
     t.equal((await get(idle)).statusCode, 303)
   })
 
+  t.test(
+    "while the sponsor's roster names a key, its sessions are refused and it cannot sign in",
+    async (t) => {
+      const ops = await api.post('/v1/principals', { name: 'roster-ops' }, { bearer: tenant.apiKey })
+      const key = await api.post(
+        '/v1/keys',
+        { email: tenant.email, principal_id: ops.body.principalId },
+        { bearer: tenant.apiKey },
+      )
+      const session = sessionCookie(await signIn(cp, key.body.apiKey as string, await code()))
+      const get = () =>
+        cp.app.inject({
+          method: 'GET',
+          url: '/portal/approvals',
+          headers: { cookie: `wg_portal=${session}` },
+        })
+      t.equal((await get()).statusCode, 200)
+      for (const target of [{ keyId: key.body.keyId }, { principalId: ops.body.principalId }]) {
+        await api.post('/v1/revoke', target, { bearer: tenant.sponsorToken })
+        t.equal((await get()).statusCode, 303, `revoked by ${Object.keys(target)[0]}: the session is refused`)
+        const again = await signIn(cp, key.body.apiKey as string, await code())
+        t.equal(again.statusCode, 403, 'and a new sign-in is refused')
+        t.match(again.body, /key_barred/)
+        await api.post('/v1/reinstate', target, { bearer: tenant.sponsorToken })
+        t.equal((await get()).statusCode, 200, 'reinstated: the session serves again')
+      }
+    },
+  )
+
   t.test('GET /v1/receipts/stats accepts the portal session, other endpoints do not', async (t) => {
     const token = sessionCookie(await signIn(cp, tenant.apiKey, await code()))
     const stats = await cp.app.inject({

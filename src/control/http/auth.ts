@@ -29,6 +29,10 @@ export function requireKey(auth: Authenticator, access: KeyAccess): onRequestAsy
     if (!caller || (caller.dead && !access.allowDead)) throw new WriteGateError(ERRORS.unknownApiKey)
     if (access.scope === 'admin' && caller.scope !== 'admin')
       throw new WriteGateError(ERRORS.insufficientScope)
+    if (access.scope === 'admin') {
+      const barred = await auth.rosterBar(caller)
+      if (barred) throw new WriteGateError(ERRORS.keyBarred, { barred })
+    }
     req.caller = caller
   }
   return describeAuth(hook, { scheme: 'apiKey', adminOnly: access.scope === 'admin' })
