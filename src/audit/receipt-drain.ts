@@ -43,10 +43,21 @@ export function createReceiptDrain(deps: {
   let unsubscribe: (() => void) | undefined
   let hinted = false
 
+  /**
+   * A read whose failure is handled from the start: the read-ahead is awaited only once the
+   * batch before it is stored, and a rejection with no handler meanwhile (Redis timing out while
+   * Postgres is slow) would end the process. Awaiting it still throws.
+   */
+  function readAhead(tenantId: string): Promise<QueuedReceipts[]> {
+    const read = queue.read(tenantId, deps.consumer, BATCH)
+    read.catch(() => {})
+    return read
+  }
+
   /** `untilEmpty`: keep reading past a short batch (drainAll: tests and shutdown). */
   async function drainTenant(tenantId: string, untilEmpty: boolean): Promise<number> {
     let moved = 0
-    let next: Promise<QueuedReceipts[]> | null = queue.read(tenantId, deps.consumer, BATCH)
+    let next: Promise<QueuedReceipts[]> | null = readAhead(tenantId)
     while (next) {
       const entries: QueuedReceipts[] = await next
       if (entries.length === 0) return moved
@@ -56,7 +67,7 @@ export function createReceiptDrain(deps: {
       const more = entries.length === BATCH || untilEmpty
       // The next batch is read while this one commits. If the commit fails, those entries
       // stay unacknowledged in the stream and are claimed again (nothing is lost).
-      next = more ? queue.read(tenantId, deps.consumer, BATCH) : null
+      next = more ? readAhead(tenantId) : null
       // An entry that cannot go into the log is left in the stream, unacknowledged and reported,
       // instead of failing its whole batch at every retry with the good entries read alongside it.
       const fit: { id: string; payload: DurablePayload }[] = []
@@ -65,20 +76,15 @@ export function createReceiptDrain(deps: {
         if (problem === null) fit.push(e as { id: string; payload: DurablePayload })
         else report(tenantId, e.id, problem)
       }
-      try {
-        if (fit.length > 0) {
-          await persistDurable(sor, audit, {
-            receipts: fit.flatMap((e) => e.payload.receipts),
-            actions: fit.flatMap((e) => e.payload.actions),
-          })
-          await queue.ack(
-            tenantId,
-            fit.map((e) => e.id),
-          )
-        }
-      } catch (err) {
-        next?.catch(() => {})
-        throw err
+      if (fit.length > 0) {
+        await persistDurable(sor, audit, {
+          receipts: fit.flatMap((e) => e.payload.receipts),
+          actions: fit.flatMap((e) => e.payload.actions),
+        })
+        await queue.ack(
+          tenantId,
+          fit.map((e) => e.id),
+        )
       }
       moved += fit.reduce((n, e) => n + e.payload.receipts.length, 0)
     }
@@ -108,11 +114,19 @@ export function createReceiptDrain(deps: {
     }
     if (sweep) for (const t of await deps.tenantIds()) tenants.add(t)
     let moved = 0
+    // One tenant's failure (its stream broken, its cluster master away) must not hold up the
+    // tenants after it: each is drained on its own, and the pass reports the first failure.
+    let failed: unknown = null
     for (const t of tenants) {
-      const n = await drainTenant(t, untilEmpty)
-      if (n > 0) recent.set(t, now)
-      moved += n
+      try {
+        const n = await drainTenant(t, untilEmpty)
+        if (n > 0) recent.set(t, now)
+        moved += n
+      } catch (err) {
+        failed ??= err
+      }
     }
+    if (failed !== null) throw failed
     if (sweep) lastBacklog = await queue.backlog([...tenants])
     return moved
   }

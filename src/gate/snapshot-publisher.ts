@@ -49,13 +49,21 @@ export function createSnapshotPublisher(deps: {
     async reconcile() {
       const all = await source.versions()
       let published = 0
+      // One tenant failing (its cluster master away, its rows unreadable) must not leave the
+      // tenants after it unpublished: each is tried, and the first failure is reported after.
+      let failed: unknown = null
       for (const { tenantId, version } of all) {
-        const hotVersion = await hot.version(tenantId)
-        if (hotVersion === null || hotVersion < version) {
-          await prepare(tenantId, hotVersion === null)
-          if (await publishTenant(tenantId)) published++
+        try {
+          const hotVersion = await hot.version(tenantId)
+          if (hotVersion === null || hotVersion < version) {
+            await prepare(tenantId, hotVersion === null)
+            if (await publishTenant(tenantId)) published++
+          }
+        } catch (err) {
+          failed ??= err
         }
       }
+      if (failed !== null) throw failed
       return { checked: all.length, published }
     },
     async repair(tenantId) {

@@ -300,3 +300,95 @@ t.test(
     t.equal(reported().length, 5, 'each reported once')
   },
 )
+
+t.test('drain: the batch read ahead failing while one is stored does not end the process', async (t) => {
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+  const tdb = await openTestDatabase('postgres')
+  t.teardown(() => tdb.close())
+  const real = createSystemOfRecord(tdb.db)
+  // Storing a batch takes a while (a slow Postgres) ...
+  const sor: SystemOfRecord = {
+    ...real,
+    transaction: async (fn) => {
+      await new Promise((r) => setTimeout(r, 200))
+      return real.transaction(fn)
+    },
+  }
+  const queue = hot.receiptQueue as ReceiptQueue
+  let reads = 0
+  // ... and Redis fails the read made meanwhile at once (a timeout, a cut connection).
+  const flaky: ReceiptQueue = {
+    ...queue,
+    read: (...args) => (++reads === 2 ? Promise.reject(new Error('Command timed out')) : queue.read(...args)),
+  }
+  const ten = newId('tenant')
+  await hot.publish(snapshot(ten))
+  const ids = await queueReceipts(hot, ten, 750)
+  const drain = createReceiptDrain({
+    queue: flaky,
+    sor,
+    audit: createDirectAuditLog(sor),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [ten],
+  })
+  // tap fails the test on an unhandled rejection, which ends a real process.
+  await t.rejects(drain.drainAll(), /Command timed out/, 'the pass fails with the read')
+  t.equal((await real.stores.receipts.list(ten, 0, 2_000)).length, 500, 'the batch in hand was stored')
+  await drain.drainAll()
+  await allDrainedInOrder(t, real, hot, ten, ids)
+})
+
+t.test('drain: a stream that lost its consumer group (Redis lost its data) is drained again', async (t) => {
+  const { hot, redis, tr } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+  const tdb = await openTestDatabase('postgres')
+  t.teardown(() => tdb.close())
+  const real = createSystemOfRecord(tdb.db)
+  const ten = newId('tenant')
+  await hot.publish(snapshot(ten))
+  const drain = createReceiptDrain({
+    queue: hot.receiptQueue as ReceiptQueue,
+    sor: real,
+    audit: createDirectAuditLog(real),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [ten],
+  })
+  const before = await queueReceipts(hot, ten, 3)
+  await drain.drainAll()
+  // Redis restarts empty: the next commit's XADD makes the stream again, without its group.
+  t.equal(await redis.del(`${tr.prefix}{${ten}}:rq`), 1, 'the stream and its group are gone')
+  const after = await queueReceipts(hot, ten, 4)
+  await drain.drainAll()
+  await allDrainedInOrder(t, real, hot, ten, [...before, ...after])
+})
+
+t.test("drain: one tenant's broken stream does not hold up the others", async (t) => {
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+  const tdb = await openTestDatabase('postgres')
+  t.teardown(() => tdb.close())
+  const real = createSystemOfRecord(tdb.db)
+  const broken = newId('tenant')
+  const fine = newId('tenant')
+  await hot.publish(snapshot(fine))
+  const ids = await queueReceipts(hot, fine, 3)
+  const queue = hot.receiptQueue as ReceiptQueue
+  const drain = createReceiptDrain({
+    queue: {
+      ...queue,
+      // The broken tenant comes first.
+      dirtyTenants: async () => [broken, fine],
+      read: (tenantId, ...rest) =>
+        tenantId === broken
+          ? Promise.reject(new Error('WRONGTYPE Operation against a key holding the wrong kind of value'))
+          : queue.read(tenantId, ...rest),
+    },
+    sor: real,
+    audit: createDirectAuditLog(real),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [broken, fine],
+  })
+  await t.rejects(drain.drainAll(), /WRONGTYPE/, 'the pass reports the broken tenant')
+  await allDrainedInOrder(t, real, hot, fine, ids)
+})

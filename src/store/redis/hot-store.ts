@@ -141,6 +141,37 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
     groupsMade.add(tenantId)
   }
 
+  async function readQueued(tenantId: string, consumer: string, count: number): Promise<QueuedReceipts[]> {
+    // A sweep visits every tenant: never create streams (and groups) for tenants without one.
+    if (!groupsMade.has(tenantId) && (await r.exists(k.stream(tenantId))) === 0) return []
+    await ensureGroup(tenantId)
+    // First anything a crashed drainer left unacknowledged, then new entries.
+    const claimed = (await r.xautoclaim(
+      k.stream(tenantId),
+      GROUP,
+      consumer,
+      opts.claimIdleMs ?? 15_000,
+      '0',
+      'COUNT',
+      count,
+    )) as [string, [string, string[]][]]
+    const stale = claimed[1].filter((e) => Array.isArray(e[1]))
+    if (stale.length > 0) return toQueued(tenantId, stale)
+    // Clear the hint before reading: a commit after this read sets it again.
+    await r.srem(k.dirty, tenantId)
+    const res = (await r.xreadgroup(
+      'GROUP',
+      GROUP,
+      consumer,
+      'COUNT',
+      count,
+      'STREAMS',
+      k.stream(tenantId),
+      '>',
+    )) as [string, [string, string[]][]][] | null
+    return res?.[0] ? toQueued(tenantId, res[0][1]) : []
+  }
+
   const toQueued = (tenantId: string, entries: [string, string[]][]): QueuedReceipts[] =>
     entries.map(([id, fields]) => ({ id, tenantId, payload: payloadOf(fields) }))
 
@@ -149,34 +180,15 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       return r.smembers(k.dirty)
     },
     async read(tenantId, consumer, count) {
-      // A sweep visits every tenant: never create streams (and groups) for tenants without one.
-      if (!groupsMade.has(tenantId) && (await r.exists(k.stream(tenantId))) === 0) return []
-      await ensureGroup(tenantId)
-      // First anything a crashed drainer left unacknowledged, then new entries.
-      const claimed = (await r.xautoclaim(
-        k.stream(tenantId),
-        GROUP,
-        consumer,
-        opts.claimIdleMs ?? 15_000,
-        '0',
-        'COUNT',
-        count,
-      )) as [string, [string, string[]][]]
-      const stale = claimed[1].filter((e) => Array.isArray(e[1]))
-      if (stale.length > 0) return toQueued(tenantId, stale)
-      // Clear the hint before reading: a commit after this read sets it again.
-      await r.srem(k.dirty, tenantId)
-      const res = (await r.xreadgroup(
-        'GROUP',
-        GROUP,
-        consumer,
-        'COUNT',
-        count,
-        'STREAMS',
-        k.stream(tenantId),
-        '>',
-      )) as [string, [string, string[]][]][] | null
-      return res?.[0] ? toQueued(tenantId, res[0][1]) : []
+      try {
+        return await readQueued(tenantId, consumer, count)
+      } catch (err) {
+        // The stream lost its group (Redis restarted without its data, or a failover promoted a
+        // replica that missed the XGROUP): make it again, once, rather than fail every pass.
+        if (!String((err as Error).message).startsWith('NOGROUP')) throw err
+        groupsMade.delete(tenantId)
+        return readQueued(tenantId, consumer, count)
+      }
     },
     async ack(tenantId, ids) {
       if (ids.length === 0) return
