@@ -32,6 +32,10 @@ export function connectRedis(
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
     commandTimeout: 2000,
+    // A command sent but unanswered when the connection dropped may have run: a commit (which
+    // counts quota, uses a grant and queues receipts) must not run twice. It fails instead
+    // (within commandTimeout), and the gate answers 503; the subscriber re-subscribes anyway.
+    autoResendUnfulfilledCommands: false,
   }
   const retry = (times: number) => Math.min(times * 100, 1000)
   let redis: RedisClient
