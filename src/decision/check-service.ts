@@ -145,6 +145,10 @@ export function createCheckService(deps: CheckDeps): CheckService {
             target = b.target
           }
         }
+        // The write's target is what its route or tool reads off it, as on the proxy; one that
+        // reads none has none, whatever the agent names: a grant for one target must not pay for
+        // a write to another.
+        if (bindings.every((b) => b.target === null)) target = null
       }
 
       const systemId = request?.systemId ?? toolRef?.system.systemId ?? null

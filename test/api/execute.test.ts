@@ -105,7 +105,8 @@ t.test('a leased execute reaches the enrolled upstream, with the injected creden
     kind: 'EXECUTE',
     decision: 'ALLOW',
     verb: 'verify',
-    target: 'ch_1',
+    // Its route reads no target off the write: the agent's `target` is not taken for it.
+    target: null,
     keyId: s.tenant.keyId,
     detail: {
       phase: 'authorized',
@@ -626,4 +627,26 @@ t.test("a write cannot be leased under a verb of the agent's choosing (policy re
   t.match(honest.body, { decision: 'DENY', reason: 'policy_deny' })
   t.notOk(honest.body.leaseId)
   t.equal(s.upstream.requests.length, 0, 'the upstream received nothing')
+})
+
+t.test('a grant for one target does not pay for a write whose route reads no target', async (t) => {
+  const s = await setup(t)
+  await s.api.put('/v1/policy', { refund: 'require_grant' }, { bearer: s.key })
+  await s.api.post('/v1/grants', { verb: 'refund', target: 'ch_small_1' }, { bearer: s.tenant.sponsorToken })
+  // POST /v1/payouts is a refund whose route names no target: the agent names the granted one.
+  const payout = {
+    systemId: 'sys_billing',
+    method: 'POST',
+    path: '/v1/payouts',
+    body: { charge: 'ch_BIG', amount: 99999999 },
+  }
+  const r = await s.api.post(
+    '/v1/check',
+    { verb: 'refund', target: 'ch_small_1', request: payout },
+    { bearer: s.key },
+  )
+  t.equal(r.body.decision, 'DENY', 'the grant is not spent on it')
+  t.equal(r.body.reason, 'grant_required')
+  t.notOk(r.body.leaseId, 'no lease to send it with')
+  t.equal(s.upstream.requests.length, 0)
 })
