@@ -64,7 +64,7 @@ export const ERRORS = {
     'unavailable',
     503,
     'service unavailable',
-    'A backing store is unreachable or did not answer in time (reason: database, audit_backlog or deadline); retry.',
+    'A backing store is unreachable or did not answer in time (reason: database, hot_store, audit_backlog or deadline); retry.',
   ),
 
   // Authentication and authorization

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { ERRORS, type ErrorDef, WriteGateError } from '../core/errors.js'
+import { serviceUnavailable } from '../node-http/service-unavailable.js'
 import type { Html } from './html.js'
 import { errorPage } from './pages/error.js'
 import type { PortalSession, PortalSessions } from './portal-sessions.js'
@@ -141,6 +142,14 @@ export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions
       def = ERRORS.invalidRequest
     } else if (err.code) {
       def = FASTIFY_CODES[err.code]
+    }
+    const outage = def ? null : serviceUnavailable(err)
+    if (outage) {
+      def = outage.def
+      req.log.error(
+        { err: { message: err.message, code: err.code }, ...outage.detail },
+        'portal request failed: unavailable',
+      )
     }
     if (!def || def.status >= 500) {
       if (!def || def === ERRORS.internal) req.log.error({ err }, 'portal request failed')

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { ERRORS, type ErrorDef, WriteGateError } from '../../core/errors.js'
-import { isDatabaseUnavailable } from '../../store/postgres/database-unavailable.js'
+import { serviceUnavailable } from '../../node-http/service-unavailable.js'
 
 interface ValidationIssue {
   path: string
@@ -58,12 +58,15 @@ export function installErrorHandling(app: FastifyInstance): void {
         : `invalid ${where}`
       return reply.code(400).send({ error: message, code: ERRORS.invalidRequest.code, issues })
     }
-    if (err.code === 'FST_ERR_HANDLER_TIMEOUT') {
-      // A store (or an upstream) held the request past its deadline: the service's outage. The
-      // handler may still finish later; what it changes then stands.
-      req.log.error({ err: { message: err.message, code: err.code } }, 'request failed: deadline')
-      const late = new WriteGateError(ERRORS.unavailable, { reason: 'deadline' })
-      return reply.code(late.status).send(late.toBody())
+    // A store away (a failover, a restart, a dropped connection) or a request past its deadline:
+    // the service's outage, not a bug. A late handler may still finish; what it changes stands.
+    const outage = serviceUnavailable(err)
+    if (outage) {
+      req.log.error(
+        { err: { message: err.message, code: err.code }, ...outage.detail },
+        'request failed: unavailable',
+      )
+      return reply.code(outage.status).send(outage.toBody())
     }
     const mapped = err.code ? FASTIFY_CODES[err.code] : undefined
     if (mapped) return reply.code(mapped.status).send({ error: mapped.message, code: mapped.code })
@@ -73,13 +76,6 @@ export function installErrorHandling(app: FastifyInstance): void {
     const status = typeof err.statusCode === 'number' ? err.statusCode : 500
     if (status >= 400 && status < 500) {
       return reply.code(status).send({ error: err.message, code: ERRORS.invalidRequest.code })
-    }
-    if (isDatabaseUnavailable(err)) {
-      // A failover, a restart, a dropped connection: the service's outage, not a bug; the
-      // client may retry (a decision gives its quota unit and grant back when its receipt fails).
-      req.log.error({ err }, 'request failed: database unavailable')
-      const unavailable = new WriteGateError(ERRORS.unavailable, { reason: 'database' })
-      return reply.code(unavailable.status).send(unavailable.toBody())
     }
     req.log.error({ err }, 'unhandled error')
     return reply.code(500).send({ error: ERRORS.internal.message, code: ERRORS.internal.code })
