@@ -158,7 +158,7 @@ t.test('the portal in a real browser', async (t) => {
     t.equal(await page.locator('[data-testid=path]').textContent(), '/v1/refunds')
     const tree = (await page.locator('[data-testid=body]').textContent()) ?? ''
     t.match(tree, /charge.*"ch_42"/)
-    t.ok(tree.includes(XSS), 'the planted markup is shown as text')
+    t.ok(tree.includes(JSON.stringify(XSS)), 'the planted markup is shown as text (a JSON string)')
     await checkPage(t, 'approval')
     const before = bench.upstream.received.length
     await page.fill('#totpCode', '111111')

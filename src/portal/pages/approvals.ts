@@ -4,14 +4,15 @@ import { jsonTree } from '../json-tree.js'
 import { csrfField, layout, type Notice, when } from '../layout.js'
 import type { ParamChange } from '../params-diff.js'
 import type { PortalSession } from '../portal-sessions.js'
+import { visible } from '../visible-text.js'
 
 export function approvalsPage(session: PortalSession, actions: PublicAction[], notice?: Notice): Html {
   const rows = actions.map(
     (a) => html`<tr>
 <td><a href="/portal/approvals/${a.actionId}">${a.actionId}</a></td>
 <td>${a.verb}</td><td>${a.systemId}</td>
-<td>${a.request ? html`<code>${a.request.method} ${a.request.path}</code>` : html`<code>${a.tool}</code>`}</td>
-<td>${a.target ?? '—'}</td><td>${a.principalId}</td><td>${when(a.expiresAt)}</td></tr>`,
+<td>${a.request ? html`<code>${visible(a.request.method)} ${visible(a.request.path)}</code>` : html`<code>${visible(a.tool)}</code>`}</td>
+<td>${a.target === null ? '—' : visible(a.target)}</td><td>${a.principalId}</td><td>${when(a.expiresAt)}</td></tr>`,
   )
   return layout({
     title: 'Approvals',
@@ -30,22 +31,22 @@ export function approvalsPage(session: PortalSession, actions: PublicAction[], n
 function requestView(a: PublicAction): Html {
   const r = a.request
   if (!r) {
-    return html`<dl class="facts"><dt>Tool</dt><dd><code>${a.tool}</code></dd></dl>
+    return html`<dl class="facts"><dt>Tool</dt><dd><code>${visible(a.tool)}</code></dd></dl>
 <h3>Parameters</h3><div class="json" data-testid="params">${jsonTree(a.params)}</div>`
   }
   const body =
     r.bodyEncoding === 'json'
       ? html`<div class="json" data-testid="body">${jsonTree(r.body)}</div>`
       : r.bodyEncoding === 'text'
-        ? html`<pre class="body" data-testid="body">${String(r.body)}</pre>`
+        ? html`<pre class="body" data-testid="body">${visible(String(r.body), { lines: true })}</pre>`
         : r.bodyEncoding === 'binary'
           ? html`<p>Binary body, ${r.bodyBytes} bytes (not shown).</p>`
           : html`<p>No body.</p>`
   return html`<dl class="facts">
-<dt>Method</dt><dd><code data-testid="method">${r.method}</code></dd>
+<dt>Method</dt><dd><code data-testid="method">${visible(r.method)}</code></dd>
 <dt>System</dt><dd>${a.systemId}</dd>
-<dt>Path</dt><dd><code data-testid="path">${r.path}</code></dd>
-<dt>Content type</dt><dd>${r.contentType ?? '—'}</dd>
+<dt>Path</dt><dd><code data-testid="path">${visible(r.path)}</code></dd>
+<dt>Content type</dt><dd>${r.contentType === null ? '—' : visible(r.contentType)}</dd>
 </dl><h3>Body</h3>${body}`
 }
 
@@ -74,7 +75,7 @@ export function approvalPage(
     notice: opts.notice,
     body: html`<section aria-labelledby="h-req"><h2 id="h-req">The write</h2>
 <dl class="facts"><dt>Action</dt><dd><code>${a.actionId}</code></dd>
-<dt>Verb</dt><dd>${a.verb}</dd><dt>Target</dt><dd>${a.target ?? '—'}</dd>
+<dt>Verb</dt><dd>${a.verb}</dd><dt>Target</dt><dd>${a.target === null ? '—' : visible(a.target)}</dd>
 <dt>Environment</dt><dd>${a.environment ?? '—'}</dd>
 <dt>Agent</dt><dd>${a.principalId} (key ${a.keyId})</dd>
 <dt>Staged</dt><dd>${when(a.createdAt)} (receipt <a href="/portal/audit/receipts/${a.stagedReceiptId}">${a.stagedReceiptId}</a>)</dd>
