@@ -174,6 +174,18 @@ export function createGatedWrites(deps: {
     }
   }
 
+  /** After a failed persist: the receipt's seq if it was stored after all, 'absent', or null (unknown). */
+  async function storedSeq(payload: Built['payload'], tenantId: string): Promise<number | 'absent' | null> {
+    const receiptId = payload.receipts[0]?.receiptId
+    if (!deps.auditChain || !receiptId) return null
+    try {
+      const found = await deps.auditChain.sor.stores.receipts.get(tenantId, receiptId)
+      return found ? found.seq : 'absent'
+    } catch {
+      return null
+    }
+  }
+
   /** The API path: the receipt (and what it promises) in the Postgres chain before the answer. */
   async function persist(payload: Built['payload'], tenantId: string, at: number): Promise<number> {
     if (!deps.auditChain)
@@ -261,9 +273,18 @@ export function createGatedWrites(deps: {
             try {
               seq = await persist(b.payload, write.tenantId, nowSeconds(clock))
             } catch (err) {
-              // No receipt, no decision: give back the quota unit and the grant.
-              await gate.release(req, result).catch(() => {})
-              throw err
+              // A failure may come after Postgres committed (the COMMIT's reply lost with its
+              // connection). Stored: the decision stands, and is answered. Known not stored: no
+              // receipt, no decision, so the quota unit and the grant are given back. Unknown
+              // (Postgres still away): kept, failing closed: a grant given back whose use was in
+              // fact committed could pay for a second write.
+              const stored = await storedSeq(b.payload, write.tenantId)
+              if (stored === null) throw err
+              if (stored === 'absent') {
+                await gate.release(req, result).catch(() => {})
+                throw err
+              }
+              seq = stored
             }
           }
           return {
