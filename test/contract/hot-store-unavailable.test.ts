@@ -49,8 +49,16 @@ t.test("a real ioredis's errors for a Redis away or unable are each recognised",
   await r.connect()
   t.teardown(() => r.disconnect())
   await r.call('REPLICAOF', '127.0.0.1', '1')
+  let reconnected = false
+  r.once('reconnecting', () => {
+    reconnected = true
+  })
   const readOnly = await failureOf(r.set('k', 'v'))
   t.ok(isHotStoreUnavailable(readOnly), `a replica: ${(readOnly as Error).message}`)
+  // Once the failover points the URL elsewhere, a new connection reaches the new primary.
+  for (let i = 0; i < 50 && !reconnected; i++) await new Promise((res) => setTimeout(res, 20))
+  t.ok(reconnected, 'READONLY makes the client connect again, not stay on a demoted server')
+  await new Promise<void>((res) => (r.status === 'ready' ? res() : r.once('ready', () => res())))
   await r.call('REPLICAOF', 'NO', 'ONE')
 
   // Not every Redis error is an outage: a command against the wrong type is a bug.

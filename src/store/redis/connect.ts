@@ -36,6 +36,10 @@ export function connectRedis(
     // counts quota, uses a grant and queues receipts) must not run twice. It fails instead
     // (within commandTimeout), and the gate answers 503; the subscriber re-subscribes anyway.
     autoResendUnfulfilledCommands: false,
+    // A failover that demotes the server this connection is on (a managed Redis whose name now
+    // points at the new primary) answers every write READONLY while PING still answers: connect
+    // again, to whatever the URL names now. The command that met it fails (not resent).
+    reconnectOnError: (err: Error) => err.message.startsWith('READONLY'),
   }
   const retry = (times: number) => Math.min(times * 100, 1000)
   let redis: RedisClient
