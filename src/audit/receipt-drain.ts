@@ -1,4 +1,5 @@
 import type { Logger } from '../observability/logger.js'
+import { repeatedFailure } from '../observability/repeated-failure.js'
 import type { DurablePayload, QueuedReceipts, ReceiptQueue } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
@@ -91,6 +92,7 @@ export function createReceiptDrain(deps: {
     return moved
   }
 
+  const failures = repeatedFailure(logger, 'receipt drain pass')
   const reported = new Set<string>()
   function report(tenantId: string, entryId: string, problem: string): void {
     if (reported.has(entryId)) return
@@ -149,9 +151,10 @@ export function createReceiptDrain(deps: {
           try {
             await pass(sweep)
             if (sweep) lastSweep = now
+            failures.succeeded()
           } catch (err) {
             // Redis or Postgres away: nothing was acknowledged, so nothing is lost; retry.
-            logger.warn({ err }, 'receipt drain pass failed; will retry')
+            failures.failed(err)
             hinted = false // retry at the poll interval, not at every hint while a store is away
           }
           await new Promise<void>((resolve) => {

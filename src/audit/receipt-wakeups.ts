@@ -1,4 +1,5 @@
 import type { Logger } from '../observability/logger.js'
+import { repeatedFailure } from '../observability/repeated-failure.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
 import type { ReceiptListener } from '../store/ports/storage.js'
 
@@ -46,14 +47,17 @@ export function createReceiptWakeups(deps: ReceiptWakeupsDeps): ReceiptWakeups {
     for (const tenantId of subscribers.keys()) wake(tenantId, null)
   }
 
+  const pollFailures = repeatedFailure(deps.logger, 'receipt stream poll')
+
   async function poll(): Promise<void> {
     if (polling || subscribers.size === 0) return
     polling = true
     try {
       const heads = await deps.reader.headSeqs([...subscribers.keys()])
       for (const [tenantId, seq] of heads) wake(tenantId, seq)
+      pollFailures.succeeded()
     } catch (err) {
-      deps.logger.warn({ err }, 'receipt stream poll failed')
+      pollFailures.failed(err)
     } finally {
       polling = false
     }

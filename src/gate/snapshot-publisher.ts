@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import type { Logger } from '../observability/logger.js'
+import { repeatedFailure } from '../observability/repeated-failure.js'
 import type { SnapshotSource } from '../store/ports/decision-state.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { DecisionStateSink } from './decision-state.js'
@@ -34,6 +35,7 @@ export function createSnapshotPublisher(deps: {
   const { source, hot, clock, logger } = deps
   const prepare = deps.beforeRepublish ?? (async () => {})
   let timer: NodeJS.Timeout | undefined
+  const reconcileFailures = repeatedFailure(logger, 'snapshot reconcile')
   let running: Promise<unknown> | undefined
 
   async function publishTenant(tenantId: string): Promise<boolean> {
@@ -77,10 +79,11 @@ export function createSnapshotPublisher(deps: {
         running = publisher
           .reconcile()
           .then((r) => {
+            reconcileFailures.succeeded()
             if (r.published > 0)
               logger.warn({ published: r.published }, 'reconciler republished stale snapshots')
           })
-          .catch((err) => logger.warn({ err }, 'snapshot reconcile failed; will retry'))
+          .catch((err) => reconcileFailures.failed(err))
           .finally(() => {
             running = undefined
           })
