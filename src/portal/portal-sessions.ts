@@ -48,8 +48,12 @@ export interface PortalSessions {
     code: string
     clientIp: string
   }): Promise<{ token: string; session: PortalSession }>
-  /** The live session of a cookie value, or null (unknown, expired, signed out, key dead). */
-  resolve(token: string | undefined): Promise<PortalSession | null>
+  /**
+   * The live session of a cookie value, or null (unknown, expired, signed out, key dead).
+   * `touch: false` checks without counting as use: a Live page left open re-checks its session
+   * at every keepalive, and must not keep an unattended session from idling out.
+   */
+  resolve(token: string | undefined, opts?: { touch?: boolean }): Promise<PortalSession | null>
   signOut(token: string): Promise<void>
 }
 
@@ -195,7 +199,10 @@ export function createPortalSessions(deps: {
     },
   }
 
-  async function resolve(token: string | undefined): Promise<PortalSession | null> {
+  async function resolve(
+    token: string | undefined,
+    opts: { touch?: boolean } = {},
+  ): Promise<PortalSession | null> {
     if (!token?.startsWith(SESSION_PREFIX)) return null
     const secret = token.slice(SESSION_PREFIX.length)
     if (secret.length !== SESSION_RANDOM_LENGTH || !isBase62(secret)) return null
@@ -233,7 +240,8 @@ export function createPortalSessions(deps: {
     }
     // And while the sponsor's roster names its key or principal (not kept: reinstating brings it back).
     if (await auth.rosterBar(caller)) return null
-    if (at - found.lastSeenAt >= TOUCH_EVERY_SECONDS) await s.portalSessions.touch(hash, at)
+    if (opts.touch !== false && at - found.lastSeenAt >= TOUCH_EVERY_SECONDS)
+      await s.portalSessions.touch(hash, at)
     return {
       caller,
       csrfToken: csrfTokenOf(token),

@@ -416,3 +416,44 @@ t.test('portal sessions', async (t) => {
   })
   void step
 })
+
+t.test('a Live page left open does not keep its session from idling out', async (t) => {
+  const { cp, api, clock } = await startControlPlane(t, 'pglite-memory', {
+    settings: { audit: { streamKeepaliveSeconds: 1 } },
+  })
+  const manual = clock as ManualClock
+  const tenant = await api.newTenant()
+  manual.set(manual.nowMs() + 30_000)
+  const code = await generate({ secret: tenant.totp.secret, epoch: Math.floor(manual.nowMs() / 1000) })
+  const session = sessionCookie(await signIn(cp, tenant.apiKey, code))
+  const address = await cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const { request } = await import('node:http')
+  let keepalives = 0
+  const stream = request(`${address}/portal/live/stream`, { headers: { cookie: `wg_portal=${session}` } })
+  stream.on('error', () => {})
+  t.teardown(() => stream.destroy())
+  // Open (its request seen as use) before the clock moves.
+  await new Promise<void>((resolve) => {
+    stream.on('response', (res) => {
+      res.on('data', (chunk: Buffer) => {
+        // An SSE comment line is a keepalive.
+        if (/^:/m.test(chunk.toString())) keepalives += 1
+      })
+      resolve()
+    })
+    stream.end()
+  })
+  // 25 minutes pass while the page stays open, its stream re-checking the session meanwhile.
+  manual.set(manual.nowMs() + 25 * 60_000)
+  const seen = keepalives
+  for (let i = 0; i < 60 && keepalives < seen + 2; i++) await new Promise((r) => setTimeout(r, 100))
+  t.ok(keepalives >= seen + 2, 'the stream re-checked the session')
+  // Ten minutes more: 35 since the last thing the admin did.
+  manual.set(manual.nowMs() + 10 * 60_000)
+  const page = await cp.app.inject({
+    method: 'GET',
+    url: '/portal/approvals',
+    headers: { cookie: `wg_portal=${session}` },
+  })
+  t.equal(page.statusCode, 303, 'idle for 35 minutes: ended, though its Live page was open')
+})

@@ -40,8 +40,9 @@ export function liveRoutes(app: FastifyInstance, deps: PortalDeps): void {
       wakeups: deps.wakeups,
       keepaliveMs: deps.streamKeepaliveMs,
       logger: req.log,
-      // The stream ends with the session (signed out, expired, its key dead).
-      stillAuthorized: async () => (await deps.sessions.resolve(token)) !== null,
+      // The stream ends with the session (signed out, expired, idle, its key dead); watching
+      // is not use, so an unattended Live page lets the session idle out.
+      stillAuthorized: async () => (await deps.sessions.resolve(token, { touch: false })) !== null,
     })
     streams.add(stream)
     void stream.done.then(() => streams.delete(stream))
