@@ -328,10 +328,7 @@ export async function createControlPlane(
       cleanups.push(() => d.stop())
     }
 
-    const auth = createAuthenticator({
-      stores: sor.stores,
-      standing: (tenantId, keyId) => gate.standing(tenantId, keyId),
-    })
+    const auth = createAuthenticator({ stores: sor.stores })
     const stager = createActionStager({ systems, clock })
     // One keep-alive pool per upstream origin, opened on first use.
     const upstream = createUpstreamClient({ settings: settings.execute, lookup: overrides.lookup })

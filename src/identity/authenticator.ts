@@ -1,5 +1,4 @@
 import { classifyCredential } from '../core/credentials.js'
-import { ERRORS, WriteGateError } from '../core/errors.js'
 import { digestsEqual, hashSecret } from '../core/secret-hash.js'
 import type { Stores } from '../store/ports/index.js'
 import type { DeadKeyReason, KeyCaller, SponsorCaller } from './caller.js'
@@ -22,20 +21,15 @@ export interface Authenticator {
    * Why the sponsor's roster bars this live key (`POST /v1/revoke` named it or its principal),
    * or null. Such a key may still check (DENY, on record) but does no admin work: otherwise a
    * revoked admin key could mint an unrevoked one through an invite, or open policy for every
-   * other agent. Judged under the tenant's current snapshot; throws `gate_unavailable` when that
-   * cannot be read. A tenant-wide kill switch bars checks, not admins: they may fix policy
-   * before the sponsor lifts it.
+   * other agent. Read from the system of record, where the roster is written before it is
+   * published: so it holds the moment the revoke is answered, needs no Redis, and is not hidden
+   * by a tenant-wide kill switch (which bars checks, not admins: they may fix policy before the
+   * sponsor lifts it).
    */
   rosterBar(caller: KeyCaller): Promise<RosterBar | null>
 }
 
 export type RosterBar = 'sponsor_revoked_key' | 'sponsor_revoked_principal'
-
-/** The standing of a key under its tenant's current snapshot (the gate's). */
-export type StandingOf = (
-  tenantId: string,
-  keyId: string,
-) => Promise<{ kind: 'in_good_standing' } | { kind: 'barred'; reason: string } | { kind: 'unavailable' }>
 
 /** Extracts the credential of `Authorization: Bearer <credential>`. */
 export function bearerOf(header: string | undefined): string | undefined {
@@ -47,11 +41,7 @@ export function bearerOf(header: string | undefined): string | undefined {
 /** Key identities kept for POST /v1/check; past it the oldest are dropped. */
 export const KEY_IDENTITY_CACHE_SIZE = 10_000
 
-export function createAuthenticator(deps: {
-  stores: Stores
-  standing: StandingOf
-  identityCacheSize?: number
-}): Authenticator {
+export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: number }): Authenticator {
   const { stores } = deps
   const cacheSize = deps.identityCacheSize ?? KEY_IDENTITY_CACHE_SIZE
   // By the secret's hash, never the secret; only keys that resolved are kept.
@@ -102,12 +92,12 @@ export function createAuthenticator(deps: {
       return { kind: 'sponsor', tenantId: found.tenant.id }
     },
     async rosterBar(caller) {
-      const standing = await deps.standing(caller.tenantId, caller.keyId)
-      if (standing.kind === 'unavailable') throw new WriteGateError(ERRORS.gateUnavailable)
-      if (standing.kind !== 'barred') return null
-      return standing.reason === 'sponsor_revoked_key' || standing.reason === 'sponsor_revoked_principal'
-        ? standing.reason
-        : null
+      const entries = await stores.roster.list(caller.tenantId)
+      if (entries.some((e) => e.target.kind === 'key' && e.target.id === caller.keyId))
+        return 'sponsor_revoked_key'
+      if (entries.some((e) => e.target.kind === 'principal' && e.target.id === caller.principalId))
+        return 'sponsor_revoked_principal'
+      return null
     },
   }
   return auth

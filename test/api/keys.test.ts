@@ -217,9 +217,17 @@ for (const kind of API_BACKENDS) {
             'reinstated: it works again',
           )
         }
-        // A tenant-wide kill switch stops checks, not the admins who fix policy before lifting it.
+        // A tenant-wide kill switch stops checks, not the admins who fix policy before lifting it,
+        // and does not hide a key's own revocation.
+        await api.post('/v1/revoke', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
         await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
         t.equal((await api.put('/v1/policy', { refund: 'deny' }, { bearer: o.apiKey })).status, 200)
+        const duringBoth = await api.post('/v1/tenant/invites', undefined, { bearer: stolen })
+        t.same(
+          [duringBoth.status, duringBoth.body.code],
+          [403, 'key_barred'],
+          'the revoked key stays barred under the kill switch',
+        )
         await api.post('/v1/reinstate', { all: true }, { bearer: o.sponsorToken })
       },
     )

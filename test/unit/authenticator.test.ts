@@ -4,9 +4,6 @@ import { hashSecret } from '../../src/core/secret-hash.js'
 import { createAuthenticator } from '../../src/identity/authenticator.js'
 import type { Stores } from '../../src/store/ports/index.js'
 
-/** These tests are about identity; the roster is tested through the API (keys.test.ts). */
-const inGoodStanding = async () => ({ kind: 'in_good_standing' as const })
-
 /** A key store that counts lookups; `revoked` keys resolve as revoked. */
 function fakeStores(keys: string[], revoked = new Set<string>()) {
   let lookups = 0
@@ -49,7 +46,7 @@ function fakeStores(keys: string[], revoked = new Set<string>()) {
 t.test('keyIdentity: looked up once, then kept, by the hash of the secret', async (t) => {
   const [a, b] = [newApiKey(), newApiKey()]
   const s = fakeStores([a, b], new Set([b]))
-  const auth = createAuthenticator({ stores: s.stores, standing: inGoodStanding })
+  const auth = createAuthenticator({ stores: s.stores })
   t.match(await auth.keyIdentity(a), { keyId: 'key_0', tenantId: 'ten_a', dead: null })
   t.match(await auth.keyIdentity(a), { keyId: 'key_0' })
   t.equal(s.lookups, 1, 'the second use costs no lookup')
@@ -64,7 +61,7 @@ t.test('keyIdentity: looked up once, then kept, by the hash of the secret', asyn
 t.test('keyIdentity: unknown keys are not kept, and the cache is bounded', async (t) => {
   const keys = Array.from({ length: 5 }, () => newApiKey())
   const s = fakeStores(keys)
-  const auth = createAuthenticator({ stores: s.stores, standing: inGoodStanding, identityCacheSize: 3 })
+  const auth = createAuthenticator({ stores: s.stores, identityCacheSize: 3 })
   const stranger = newApiKey()
   await auth.keyIdentity(stranger)
   await auth.keyIdentity(stranger)
