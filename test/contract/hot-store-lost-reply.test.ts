@@ -1,9 +1,11 @@
 import { connect, createServer, type Socket } from 'node:net'
+import type { Cluster } from 'ioredis'
 import t from 'tap'
 import { draft } from '../../src/core/receipt.js'
 import { connectRedis } from '../../src/store/redis/connect.js'
 import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestRedis } from '../helpers/redis.js'
+import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
 
 /**
@@ -99,4 +101,26 @@ t.test('a commit whose reply is lost fails closed, and is not run a second time'
     durable: { otherwise: { receipts: [deny], actions: [] } },
   })
   t.equal(again.status, 'committed')
+})
+
+t.test('on a Redis Cluster too: a command whose connection closed under it is not run again', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const redis = connectRedis({ url: cluster.url, keyPrefix: 'wgt:lost:', cluster: true }) as Cluster
+  await redis.connect()
+  t.teardown(() => redis.disconnect())
+  // A script that counts its runs, then takes long enough for its connection to be cut.
+  const slowCount = `redis.call('INCR', KEYS[1]); local s = redis.call('TIME')
+local start = s[1] * 1000000 + s[2]
+while true do local n = redis.call('TIME'); if (n[1] * 1000000 + n[2]) - start > 300000 then break end end
+return 'ok'`
+  const key = '{ten_lostreply}:runs'
+  const outcome = redis.eval(slowCount, 1, key).then(
+    () => 'answered',
+    () => 'failed',
+  )
+  await new Promise((r) => setTimeout(r, 80))
+  for (const node of redis.nodes('master')) node.stream?.destroy()
+  t.equal(await outcome, 'failed', 'the caller is told it failed (fail closed)')
+  await new Promise((r) => setTimeout(r, 500))
+  t.equal(await cluster.client.get(key), '1', 'it ran once')
 })

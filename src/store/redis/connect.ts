@@ -34,8 +34,9 @@ export function connectRedis(
     commandTimeout: 2000,
     // A command sent but unanswered when the connection dropped may have run: a commit (which
     // counts quota, uses a grant and queues receipts) must not run twice. It fails instead
-    // (within commandTimeout), and the gate answers 503; the subscriber re-subscribes anyway.
-    autoResendUnfulfilledCommands: false,
+    // (within commandTimeout), and the gate answers 503. A subscriber's SUBSCRIBE is safe to send
+    // again, and must be: it may be lost after 'ready' has fired.
+    autoResendUnfulfilledCommands: role === 'subscriber',
     // A failover that demotes the server this connection is on (a managed Redis whose name now
     // points at the new primary) answers every write READONLY while PING still answers: connect
     // again, to whatever the URL names now. The command that met it fails (not resent).
@@ -48,6 +49,10 @@ export function connectRedis(
     redis = new Cluster([{ host: seed.hostname, port: Number(seed.port || 6379) }], {
       ...common,
       clusterRetryStrategy: retry,
+      // A command whose connection closed under it is not tried again on another: it may have
+      // run (a commit), and running it twice counts quota and uses a grant twice. It fails; the
+      // gate answers 503.
+      retryDelayOnFailover: 0,
       // Invalidations are sharded channels (one per tenant, in its slot): a subscriber
       // connection per master serves them.
       shardedSubscribers: role === 'subscriber',
