@@ -128,8 +128,8 @@ export function createReceiptDrain(deps: {
         failed ??= err
       }
     }
-    if (failed !== null) throw failed
     if (sweep) lastBacklog = await queue.backlog([...tenants])
+    if (failed !== null) throw failed
     return moved
   }
 
@@ -148,9 +148,11 @@ export function createReceiptDrain(deps: {
           const now = Date.now()
           const sweep = now - lastSweep >= (deps.sweepIntervalMs ?? 10_000)
           hinted = false
+          // A sweep that met a failing tenant still counts: the next is due an interval later,
+          // not at every poll.
+          if (sweep) lastSweep = now
           try {
             await pass(sweep)
-            if (sweep) lastSweep = now
             failures.succeeded()
           } catch (err) {
             // Redis or Postgres away: nothing was acknowledged, so nothing is lost; retry.

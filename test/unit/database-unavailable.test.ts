@@ -23,7 +23,7 @@ t.test('a connection the database dropped or refused is unavailability', async (
 })
 
 t.test('anything else stays what it is', async (t) => {
-  for (const code of ['23505', '42P01', '22P02', '40001'])
+  for (const code of ['23505', '42P01', '22P02', '40001', '08P01'])
     t.notOk(isDatabaseUnavailable(postgresError(code)), `SQLSTATE ${code} is not an outage`)
   t.notOk(
     isDatabaseUnavailable(Object.assign(new Error('x'), { code: '57P01' })),

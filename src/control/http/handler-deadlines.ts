@@ -14,6 +14,8 @@ const WHOLE_LOG = new Set([
   'GET /portal/audit/export',
   // Verifies the whole log when asked to (`verify=1`).
   'GET /portal/audit',
+  // The overview verifies the whole log on every visit.
+  'GET /portal',
 ])
 
 const WHOLE_LOG_MS = 3_600_000

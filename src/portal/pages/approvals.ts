@@ -56,9 +56,11 @@ function diffView(diff: ParamChange[] | undefined): Html {
   return html`<table class="diff" data-testid="diff"><caption>What the edits change</caption>
 <thead><tr><th scope="col">parameter</th><th scope="col">change</th><th scope="col">staged</th><th scope="col">approved</th></tr></thead>
 <tbody>${diff.map(
-    (c) => html`<tr class="${c.change}"><td><code>${c.key}</code></td><td>${c.change}</td>
-<td>${c.before === undefined ? '—' : html`<del>${JSON.stringify(c.before)}</del>`}</td>
-<td>${c.after === undefined ? '—' : html`<ins>${JSON.stringify(c.after)}</ins>`}</td></tr>`,
+    (
+      c,
+    ) => html`<tr class="${c.change}"><td><code>${visible(JSON.stringify(c.key))}</code></td><td>${c.change}</td>
+<td>${c.before === undefined ? '—' : html`<del>${visible(JSON.stringify(c.before))}</del>`}</td>
+<td>${c.after === undefined ? '—' : html`<ins>${visible(JSON.stringify(c.after))}</ins>`}</td></tr>`,
   )}</tbody></table>`
 }
 

@@ -39,5 +39,6 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (DRIVER_CODES.has(code)) return true
   if (SOCKET_CODES.has(code)) return 'query' in err
   if ((err as { name?: unknown }).name !== 'PostgresError') return false
-  return code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)
+  // 08P01 (protocol violation) is in class 08 but is a bug on our side, not an outage.
+  return (code.startsWith('08') && code !== '08P01') || UNAVAILABLE_SQLSTATES.has(code)
 }
