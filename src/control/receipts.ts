@@ -259,7 +259,9 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
           logger: req.log,
           stillAuthorized: async () => {
             const c = await deps.auth.apiKey(bearer)
-            return c !== null && c.dead === null && c.scope === 'admin' && c.tenantId === tenantId
+            if (c === null || c.dead !== null || c.scope !== 'admin' || c.tenantId !== tenantId) return false
+            // Ends when the sponsor's roster names the key or its principal, as the route refuses it.
+            return (await deps.auth.rosterBar(c)) === null
           },
         })
         streams.add(stream)

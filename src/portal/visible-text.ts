@@ -5,8 +5,12 @@ import { type Html, html } from './html.js'
  * (U+202E turns `acct_\u202E9999_eciffo` into "acct_office_9999"), zero-width characters, other
  * format and control characters, and line and paragraph separators.
  */
-const HIDDEN = /[\p{Cf}\p{Cc}\p{Zl}\p{Zp}]/u
-const HIDDEN_ALL = /[\p{Cf}\p{Cc}\p{Zl}\p{Zp}]/gu
+const HIDDEN_CLASS =
+  // Format, control and separator characters; then blanks that are letters or symbols (Hangul
+  // fillers, the braille blank), the combining grapheme joiner and variation selectors.
+  '[\\p{Cf}\\p{Cc}\\p{Zl}\\p{Zp}\\u115F\\u1160\\u3164\\uFFA0\\u2800\\u034F\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]'
+const HIDDEN = new RegExp(HIDDEN_CLASS, 'u')
+const HIDDEN_ALL = new RegExp(HIDDEN_CLASS, 'gu')
 
 /**
  * Agent-supplied text as the approver must see it: escaped, with every hidden character shown

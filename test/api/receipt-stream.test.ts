@@ -186,40 +186,43 @@ t.test('Postgres NOTIFY wakes streams only after a commit', async (t) => {
   t.same(woken, [null], 'one wake-up, for the committed transaction only')
 })
 
-t.test('a stream ends once its key is revoked: it does not outlive its credential', async (t) => {
-  const tcp = await startControlPlane(t, 'fake', {
-    settings: { audit: { streamKeepaliveSeconds: 1 } },
-  })
-  const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
-  const o = await tcp.api.newTenant()
-  const second = await tcp.api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
-  let text = ''
-  const ended = new Promise<string>((resolve, reject) => {
-    const req = request(
-      new URL('/v1/receipts/stream?since=0', base),
-      { headers: { authorization: `Bearer ${second.body.apiKey}` } },
-      (res) => {
-        res.setEncoding('utf8')
-        res.on('data', (c: string) => {
-          text += c
-        })
-        res.on('end', () => resolve(text))
-        res.on('error', reject)
-      },
-    )
-    req.setTimeout(30_000, () => {
-      req.destroy()
-      reject(new Error('the stream was not ended after the revoke'))
+for (const how of ['revoked', 'on the roster'] as const)
+  t.test(`a stream ends once its key is ${how}: it does not outlive its credential`, async (t) => {
+    const tcp = await startControlPlane(t, 'fake', {
+      settings: { audit: { streamKeepaliveSeconds: 1 } },
     })
-    req.end()
+    const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
+    const o = await tcp.api.newTenant()
+    const second = await tcp.api.post('/v1/keys', { email: o.email }, { bearer: o.apiKey })
+    let text = ''
+    const ended = new Promise<string>((resolve, reject) => {
+      const req = request(
+        new URL('/v1/receipts/stream?since=0', base),
+        { headers: { authorization: `Bearer ${second.body.apiKey}` } },
+        (res) => {
+          res.setEncoding('utf8')
+          res.on('data', (c: string) => {
+            text += c
+          })
+          res.on('end', () => resolve(text))
+          res.on('error', reject)
+        },
+      )
+      req.setTimeout(30_000, () => {
+        req.destroy()
+        reject(new Error('the stream was not ended after the revoke'))
+      })
+      req.end()
+    })
+    // Revoked once the stream has started (its first bytes), not after a fixed delay.
+    await waitFor(() => text.includes('retry: 1000'), 15_000, 'the stream to start')
+    if (how === 'revoked')
+      await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+    else await tcp.api.post('/v1/revoke', { keyId: second.body.keyId }, { bearer: o.sponsorToken })
+    await ended
+    t.match(text, /retry: 1000/, 'the stream had started')
+    t.pass('the server ended the stream')
   })
-  // Revoked once the stream has started (its first bytes), not after a fixed delay.
-  await waitFor(() => text.includes('retry: 1000'), 15_000, 'the stream to start')
-  await tcp.api.post(`/v1/principals/${second.body.principalId}/revoke`, {}, { bearer: o.apiKey })
-  await ended
-  t.match(text, /retry: 1000/, 'the stream had started')
-  t.pass('the server ended the stream')
-})
 
 t.test('a revoked key is delivered no receipt written after its revocation', async (t) => {
   // Keepalives far apart: the stream must not wait for one to notice the revocation.

@@ -55,6 +55,7 @@ t.test('hidden characters are shown as code points, not obeyed', async (t) => {
   t.equal(seen(visible(spoof).value), 'acct_U+202E9999_eciffoU+202C')
   t.equal(seen(visible('alice\u200B').value), 'aliceU+200B', 'a zero-width space')
   t.equal(seen(visible('a\u2028b').value), 'aU+2028b', 'a line separator')
+  t.equal(seen(visible('x\u3164y\u034Fz').value), 'xU+3164yU+034Fz', 'a Hangul filler and a grapheme joiner')
   t.equal(
     seen(visible('line 1\nline 2\tx', { lines: true }).value),
     'line 1\nline 2\tx',
