@@ -110,7 +110,6 @@ export async function buildControlApp(
     // A whole request within 5 minutes, as on gate-proxy (fastify's default, 0, let an upload
     // that stalls mid-body hold its connection, and shutdown, for ever).
     requestTimeout: REQUEST_TIMEOUT_MS,
-    handlerTimeout: opts.handlerDeadlines.defaultMs,
     serverFactory: (handler, options) => {
       const server = guardServer(createServer(handler), opts.logger, { clientErrors: false })
       server.keepAliveTimeout = options.keepAliveTimeout as number

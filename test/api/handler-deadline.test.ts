@@ -126,3 +126,32 @@ t.test('every route given a longer deadline exists, and gets it', async (t) => {
   t.equal(handlerDeadlineOf('GET', '/v1/receipts/export', d), 3_600_000, 'the whole log: an hour')
   t.equal(handlerDeadlineOf('GET', '/v1/me', d), 30_000)
 })
+
+t.test('a receipt stream is not cut at the deadline: it has answered', async (t) => {
+  const { cp, api } = await startControlPlane(t, 'fake', {
+    settings: { server: { handlerTimeoutMs: 1000 }, audit: { streamKeepaliveSeconds: 1 } },
+  })
+  const tenant = await api.newTenant()
+  const base = await cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const { request } = await import('node:http')
+  let text = ''
+  let ended = false
+  const req = request(new URL('/v1/receipts/stream?since=0', base), {
+    headers: { authorization: `Bearer ${tenant.apiKey}` },
+  })
+  req.on('response', (res) => {
+    res.setEncoding('utf8')
+    res.on('data', (c: string) => {
+      text += c
+    })
+    res.on('close', () => {
+      ended = true
+    })
+  })
+  req.on('error', () => {})
+  req.end()
+  t.teardown(() => req.destroy())
+  await sleep(2500)
+  t.notOk(ended, 'still open 2.5 s in, past the 1 s deadline')
+  t.match(text, /: keepalive/, 'and keeping alive')
+})
