@@ -302,7 +302,7 @@ t.test('the portal in a real browser', async (t) => {
     const diff = page.locator('[data-testid=diff] tbody tr')
     await diff.first().waitFor()
     t.equal(await diff.count(), 1)
-    t.match(await diff.first().textContent(), /amount\s*changed\s*100\s*250/)
+    t.match(await diff.first().textContent(), /"amount"\s*changed\s*100\s*250/)
     t.equal(await page.inputValue('#params'), '{"amount": 250}', 'the edit is kept for approval')
     await checkPage(t, 'approval-diff')
     await page.fill('#totpCode', await code())
