@@ -58,8 +58,8 @@ export function installErrorHandling(app: FastifyInstance): void {
         : `invalid ${where}`
       return reply.code(400).send({ error: message, code: ERRORS.invalidRequest.code, issues })
     }
-    // A store away (a failover, a restart, a dropped connection) or a request past its deadline:
-    // the service's outage, not a bug. A late handler may still finish; what it changes stands.
+    // A store away (a failover, a restart, a dropped connection): the service's outage, not a bug.
+    // (A request past its deadline is answered by handler-deadlines.ts as a WriteGateError.)
     const outage = serviceUnavailable(err)
     if (outage) {
       req.log.error(
