@@ -1,8 +1,8 @@
-import { connect, createServer, type Socket } from 'node:net'
 import t from 'tap'
 import { openDatabase } from '../../src/store/postgres/connect.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { startControlPlane } from '../helpers/control-plane.js'
+import { startTcpRelay } from '../helpers/tcp-relay.js'
 
 /**
  * A check that spends a single-use grant commits its receipt and the grant's use in one
@@ -14,40 +14,10 @@ t.test(
   async (t) => {
     const real = await openTestDatabase('postgres')
     t.teardown(() => real.close())
-    const target = new URL(real.url as string)
-    // A relay in front of Postgres that, once armed, drops the server's next message carrying a
-    // COMMIT's completion and cuts the connection.
-    let armed = false
-    const sockets = new Set<Socket>()
-    const relay = createServer((client) => {
-      const upstream = connect(Number(target.port || 5432), '127.0.0.1')
-      sockets.add(client).add(upstream)
-      client.on('error', () => upstream.destroy())
-      upstream.on('error', () => client.destroy())
-      client.on('close', () => upstream.destroy())
-      upstream.on('close', () => client.destroy())
-      client.on('data', (d) => upstream.write(d))
-      upstream.on('data', (d) => {
-        if (armed && d.includes('COMMIT\0')) {
-          armed = false
-          client.destroy()
-          upstream.destroy()
-          return
-        }
-        client.write(d)
-      })
-    })
-    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r))
-    t.teardown(() => {
-      for (const s of sockets) s.destroy()
-      relay.close()
-    })
-    const url = new URL(target)
-    url.hostname = '127.0.0.1'
-    url.port = String((relay.address() as { port: number }).port)
-    const db = await openDatabase({ kind: 'postgres', url: url.toString(), maxConnections: 4 })
+    const relay = await startTcpRelay(t, new URL(real.url as string), 5432)
+    const db = await openDatabase({ kind: 'postgres', url: relay.url, maxConnections: 4 })
     const { api, cp } = await startControlPlane(t, 'postgres', {
-      db: { db, url: url.toString(), close: () => db.close() },
+      db: { db, url: relay.url, close: () => db.close() },
     })
     const tenant = await api.newTenant()
     await api.put('/v1/policy', { refund: 'require_grant' }, { bearer: tenant.apiKey })
@@ -58,9 +28,10 @@ t.test(
     )
     t.equal(grant.status, 201)
 
-    armed = true
+    // The server's message completing the COMMIT is lost, and the connection cut.
+    relay.cutAtReply('COMMIT\0')
     const first = await api.post('/v1/check', { verb: 'refund', target: 'ch_1' }, { bearer: tenant.apiKey })
-    t.notOk(armed, "the COMMIT's reply was lost")
+    t.ok(relay.cut, "the COMMIT's reply was lost")
     t.same(
       [first.status, first.body.decision, first.body.reason],
       [200, 'ALLOW', 'grant_consumed'],

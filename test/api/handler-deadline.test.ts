@@ -1,10 +1,10 @@
-import { connect, createServer, type Socket } from 'node:net'
 import t from 'tap'
 import { handlerDeadlineOf, LONGER_DEADLINE_ROUTES } from '../../src/control/http/handler-deadlines.js'
 import { openDatabase } from '../../src/store/postgres/connect.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { startControlPlane, startWithTenantSystems } from '../helpers/control-plane.js'
 import { billingSystems, startRecordingServer } from '../helpers/enrolled-systems.js'
+import { startTcpRelay } from '../helpers/tcp-relay.js'
 import { sleep } from '../helpers/wait.js'
 
 /**
@@ -13,51 +13,10 @@ import { sleep } from '../helpers/wait.js'
  * Every route now has a deadline (`server.handlerTimeoutMs`), past which it answers 503.
  */
 
-/** A TCP relay in front of Postgres that can stop passing bytes, and pass them on again. */
-async function stallingRelay(target: URL) {
-  const sockets = new Set<Socket>()
-  let stalled = false
-  const server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), '127.0.0.1')
-    sockets.add(client).add(upstream)
-    for (const [a, b] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      a.on('error', () => b.destroy())
-      a.on('close', () => b.destroy())
-      a.pipe(b)
-      if (stalled) a.pause()
-    }
-  })
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  const url = new URL(target)
-  url.hostname = '127.0.0.1'
-  url.port = String((server.address() as { port: number }).port)
-  return {
-    url: url.toString(),
-    /** Reads nothing more from either side: what is sent waits in the sockets. */
-    stall() {
-      stalled = true
-      for (const s of sockets) s.pause()
-    },
-    resume() {
-      stalled = false
-      for (const s of sockets) s.resume()
-    },
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy()
-        server.close(() => r())
-      }),
-  }
-}
-
 t.test('a request a stalled database holds is answered 503 at its deadline; the API recovers', async (t) => {
   const real = await openTestDatabase('postgres')
   t.teardown(() => real.close())
-  const relay = await stallingRelay(new URL(real.url as string))
-  t.teardown(relay.close)
+  const relay = await startTcpRelay(t, new URL(real.url as string), 5432)
   const db = await openDatabase({ kind: 'postgres', url: relay.url, maxConnections: 4 })
   const { api } = await startControlPlane(t, 'postgres', {
     db: { db, url: relay.url, close: () => db.close() },

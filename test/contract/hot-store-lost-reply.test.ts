@@ -1,4 +1,3 @@
-import { connect, createServer, type Socket } from 'node:net'
 import type { Cluster } from 'ioredis'
 import t from 'tap'
 import { draft } from '../../src/core/receipt.js'
@@ -7,6 +6,7 @@ import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestRedis } from '../helpers/redis.js'
 import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { emptySnapshot } from '../helpers/snapshots.js'
+import { startTcpRelay } from '../helpers/tcp-relay.js'
 
 /**
  * A commit that Redis ran but whose reply was lost to a cut connection (a Redis restart, a
@@ -17,36 +17,8 @@ import { emptySnapshot } from '../helpers/snapshots.js'
 t.test('a commit whose reply is lost fails closed, and is not run a second time', async (t) => {
   const tr = await openTestRedis()
   t.teardown(() => tr.close())
-  const target = new URL(tr.url)
-  // A relay in front of Redis that, once armed, drops the next reply carrying a commit's `ok`
-  // and cuts both sides, as a dying connection does.
-  let armed = false
-  const sockets = new Set<Socket>()
-  const relay = createServer((client) => {
-    const upstream = connect(Number(target.port || 6379), target.hostname)
-    sockets.add(client).add(upstream)
-    client.on('error', () => upstream.destroy())
-    upstream.on('error', () => client.destroy())
-    client.on('close', () => upstream.destroy())
-    upstream.on('close', () => client.destroy())
-    client.on('data', (d) => upstream.write(d))
-    upstream.on('data', (d) => {
-      if (armed && d.includes('\r\nok\r\n')) {
-        armed = false
-        client.destroy()
-        upstream.destroy()
-        return
-      }
-      client.write(d)
-    })
-  })
-  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r))
-  t.teardown(() => {
-    for (const s of sockets) s.destroy()
-    relay.close()
-  })
-  const url = `redis://127.0.0.1:${(relay.address() as { port: number }).port}`
-  const redis = connectRedis({ url, keyPrefix: tr.prefix })
+  const relay = await startTcpRelay(t, new URL(tr.url), 6379)
+  const redis = connectRedis({ url: relay.url, keyPrefix: tr.prefix })
   const subscriber = connectRedis({ url: tr.url, keyPrefix: tr.prefix }, 'subscriber')
   await redis.connect()
   await subscriber.connect()
@@ -66,7 +38,8 @@ t.test('a commit whose reply is lost fails closed, and is not run a second time'
   await hot.publish(emptySnapshot(tenantId, 1, 1))
   const allow = draft({ receiptId: 'rcp_allow', tenantId, kind: 'CHECK', decision: 'ALLOW', createdAt: 1 })
   const deny = draft({ receiptId: 'rcp_deny', tenantId, kind: 'CHECK', decision: 'DENY', createdAt: 1 })
-  armed = true
+  // The next reply carrying a commit's `ok` is lost, and the connection cut.
+  relay.cutAtReply('\r\nok\r\n')
   const outcome = await hot
     .commit({
       tenantId,
@@ -87,7 +60,7 @@ t.test('a commit whose reply is lost fails closed, and is not run a second time'
     'failed',
     'the caller is told the commit failed: it fails closed (503), nothing goes upstream',
   )
-  t.notOk(armed, 'the reply was dropped')
+  t.ok(relay.cut, 'the reply was dropped')
   const entries = await tr.redis.xrange(`${tr.prefix}{${tenantId}}:rq`, '-', '+')
   t.equal(entries.length, 1, 'the commit ran once: one payload queued')
   t.equal(await tr.redis.get(`${tr.prefix}{${tenantId}}:q:key_a:2026-11`), '1', 'and counted once')
