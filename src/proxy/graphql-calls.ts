@@ -1,4 +1,5 @@
 import {
+  BREAK,
   type DocumentNode,
   type FragmentDefinitionNode,
   Kind,
@@ -6,9 +7,11 @@ import {
   parse,
   type SelectionSetNode,
   valueFromASTUntyped,
+  visit,
 } from 'graphql'
 import { fillText } from '../actions/param-template.js'
 import type { GraphqlBinding } from '../core/enrolled-system.js'
+import { exactDouble, jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType } from './call-media-type.js'
@@ -32,6 +35,7 @@ const MAX_FRAGMENT_DEPTH = 32
 const MAX_MUTATIONS = 32
 // Variables are templated into targets: past this, reading them could exhaust the stack.
 const TOO_DEEP = `the request nests deeper than ${MAX_JSON_DEPTH} levels`
+const READ_ALIKE = 'servers could read the request otherwise than the gate'
 
 interface Operation {
   query: string
@@ -46,6 +50,9 @@ function operationsOf(
 ): Operation[] | string {
   if (method === 'GET') {
     const params = new URL(pathWithQuery, 'http://gate.invalid').searchParams
+    // A parameter given twice is one value to the gate (the first) and maybe another to a server.
+    const twice = PARAMETERS.find((p) => params.getAll(p).length > 1)
+    if (twice !== undefined) return `the URL gives ${twice} more than once`
     const query = params.get('query')
     if (query === null) return 'a GET request carries no query parameter'
     let variables: unknown = {}
@@ -57,6 +64,8 @@ function operationsOf(
         return 'variables is not JSON'
       }
       if (nestedDeeperThan(variables)) return TOO_DEEP
+      const ambiguity = jsonAmbiguity(raw)
+      if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
     }
     if (!variablesObject(variables)) return NOT_AN_OBJECT
     return [{ query, variables: variables ?? {} }]
@@ -81,6 +90,8 @@ function operationsOf(
     return 'the body is not JSON'
   }
   if (nestedDeeperThan(json)) return TOO_DEEP
+  const ambiguity = jsonAmbiguity(text)
+  if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
   const entries = Array.isArray(json) ? json : [json]
   if (entries.length === 0 || entries.length > MAX_DOCUMENTS)
     return `a batch holds 1 to ${MAX_DOCUMENTS} operations`
@@ -201,6 +212,8 @@ export function readGraphqlRequest(req: {
     } catch (err) {
       return { ok: false, problem: `the document does not parse: ${(err as Error).message.split('\n')[0]}` }
     }
+    const ambiguity = literalAmbiguity(doc)
+    if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_ALIKE}` }
     for (const d of doc.definitions)
       if (d.kind === Kind.OPERATION_DEFINITION && d.operation !== 'mutation') reads++
     const found = rootMutations(doc, op.variables)
@@ -212,6 +225,40 @@ export function readGraphqlRequest(req: {
     for (const m of found) mutations.push(m)
   }
   return { ok: true, mutations, reads }
+}
+
+/**
+ * What in a document's own text values could be read two ways, as `jsonAmbiguity` finds in JSON:
+ * an argument or input field given twice (the gate's reading keeps the last; a server that does
+ * not validate could take the first), and a number no double holds exactly (a server may take an
+ * `ID` or a custom scalar from its digits, the gate's target from the rounded double).
+ */
+function literalAmbiguity(doc: DocumentNode): string | null {
+  let found: string | null = null
+  const once = (names: readonly { name: { value: string } }[] | undefined, what: string) => {
+    const seen = new Set<string>()
+    for (const { name } of names ?? []) {
+      if (seen.has(name.value)) {
+        found = `${what} ${name.value} is given twice`
+        return BREAK
+      }
+      seen.add(name.value)
+    }
+    return undefined
+  }
+  const exact = (node: { value: string }) => {
+    if (exactDouble(node.value)) return undefined
+    found = `the number ${node.value.length > 40 ? `${node.value.slice(0, 40)}…` : node.value} is not exactly a double`
+    return BREAK
+  }
+  visit(doc, {
+    Field: (node) => once(node.arguments, 'argument'),
+    Directive: (node) => once(node.arguments, 'argument'),
+    ObjectValue: (node) => once(node.fields, 'input field'),
+    IntValue: exact,
+    FloatValue: exact,
+  })
+  return found
 }
 
 /** The verb (and target) a system maps a mutation field to: the first route whose field (or glob) matches. */

@@ -1,5 +1,6 @@
 import { fillText } from '../actions/param-template.js'
 import type { McpBinding } from '../core/enrolled-system.js'
+import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType } from './call-media-type.js'
@@ -47,15 +48,18 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   if ('problem' in media) return { ok: false, problem: media.problem }
   if (!/^application\/(?:[\w.+-]+\+)?json$/.test(media.essence))
     return { ok: false, problem: 'an MCP message is sent as application/json' }
+  const text = req.body.toString('utf8')
   let json: unknown
   try {
-    json = JSON.parse(req.body.toString('utf8'))
+    json = JSON.parse(text)
   } catch {
     return { ok: false, problem: 'the body is not JSON' }
   }
   // Arguments are templated into targets and staged: past this, reading them could exhaust the stack.
   if (nestedDeeperThan(json))
     return { ok: false, problem: `the message nests deeper than ${MAX_JSON_DEPTH} levels` }
+  const ambiguity = jsonAmbiguity(text)
+  if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_ALIKE}` }
   const batch = Array.isArray(json)
   const messages = batch ? (json as unknown[]) : [json]
   if (messages.length === 0 || messages.length > MAX_BATCH)
@@ -99,6 +103,7 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   return { ok: true, calls, reads, batch }
 }
 
+const READ_ALIKE = 'servers could read the message otherwise than the gate'
 const MESSAGE_MEMBERS: ReadonlySet<string> = new Set(['jsonrpc', 'method', 'params', 'id', 'result', 'error'])
 const CALL_PARAMS: ReadonlySet<string> = new Set(['name', 'arguments'])
 

@@ -252,6 +252,18 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         { code: 'unreadable_call' },
         'a document that does not parse',
       )
+      // JSON.parse keeps the last `query`, a read; a server keeping the first runs the mutation.
+      const twice = await agentRequest(bench.port, {
+        method: 'POST',
+        path: '/sys_github/graphql',
+        headers: { 'content-type': 'application/json' },
+        body: '{"query":"mutation { deleteRepository(id: \\"R_2\\") }","query":"{ viewer }"}',
+      })
+      t.match(
+        twice.json().errors[0],
+        { message: /member "query" appears twice/, extensions: { code: 'unreadable_call' } },
+        'a member given twice',
+      )
       const raw = await agentRequest(bench.port, {
         method: 'POST',
         path: '/sys_github/graphql',

@@ -221,6 +221,15 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
       ],
       ['an empty batch', '[]'],
       [
+        // A read to JSON.parse (the last member counts), a tool call to a server keeping the first.
+        'method given twice',
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository"},"method":"tools/list"}',
+      ],
+      [
+        'an argument given twice',
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","arguments":{"repo":"acme/web","repo":"acme/prod"}}}',
+      ],
+      [
         // Read whole, its arguments would exhaust the stack where the target is filled in.
         'arguments nested 10,000 deep',
         `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","arguments":{"repo":${'['.repeat(10_000)}${']'.repeat(10_000)}}}}`,

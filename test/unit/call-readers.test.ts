@@ -242,3 +242,88 @@ t.test('a charset named twice, or unreadably, is refused (parsers disagree on wh
     'application/graphql+json is JSON',
   )
 })
+
+t.test(
+  'a body two JSON parsers could read differently is refused (RapidJSON and simdjson keep the first member)',
+  async (t) => {
+    // JSON.parse keeps the last `method`: a read to the gate, a tool call to a first-member server.
+    t.match(
+      mcp(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repo"},"method":"tools/list"}',
+      ),
+      {
+        ok: false,
+        problem: /member "method" appears twice/,
+      },
+    )
+    t.match(mcp(toolCall('{"amount":1000000,"amount":1}')), {
+      ok: false,
+      problem: /member "amount" appears twice/,
+    })
+    t.match(mcp(toolCall('{"id":12345678901234567891}')), { ok: false, problem: /not exactly a double/ })
+    t.match(mcp(toolCall('{"note":"\\ud800"}')), { ok: false, problem: /unpaired surrogate/ })
+    t.match(
+      mcp(toolCall('{"a":{"n":1},"b":{"n":2},"id":9007199254740992}')),
+      { ok: true },
+      'names repeat across objects',
+    )
+    t.match(graphql('{"query":"mutation { deleteRepository(id: 1) }","query":"{ viewer }"}'), {
+      ok: false,
+      problem: /member "query" appears twice/,
+    })
+    t.match(
+      graphql('{"query":"mutation($id: ID!) { closeIssue(id: $id) }","variables":{"id":"I_1","id":"I_2"}}'),
+      {
+        ok: false,
+      },
+    )
+    t.match(
+      graphql(
+        '',
+        'GET',
+        `/graphql?query=${encodeURIComponent('query($v: Int) { a(v: $v) }')}&variables=${encodeURIComponent('{"v":1,"v":2}')}`,
+      ),
+      { ok: false, problem: /member "v" appears twice/ },
+      'GET variables',
+    )
+    t.match(
+      graphql(
+        '',
+        'GET',
+        `/graphql?query=${encodeURIComponent('{ viewer }')}&query=${encodeURIComponent('mutation { deleteRepository(id: 1) }')}`,
+      ),
+      { ok: false, problem: /gives query more than once/ },
+      'a URL parameter given twice',
+    )
+  },
+)
+
+t.test(
+  'GraphQL: an argument or input field given twice, or an inexact number literal, is refused',
+  async (t) => {
+    const doc = (q: string) => JSON.stringify({ query: q })
+    t.match(graphql(doc('mutation { closeIssue(id: "I_1", id: "I_2") }')), {
+      ok: false,
+      problem: /argument id is given twice/,
+    })
+    t.match(graphql(doc('mutation { closeIssue(input: {id: "I_1", id: "I_2"}) }')), {
+      ok: false,
+      problem: /input field id is given twice/,
+    })
+    t.match(graphql(doc('mutation { closeIssue(id: 12345678901234567891) }')), {
+      ok: false,
+      problem: /not exactly a double/,
+    })
+    t.match(graphql(doc('mutation { closeIssue(id: 1.5e400) }')), {
+      ok: false,
+      problem: /not exactly a double/,
+    })
+    t.match(graphql(doc('query { a @include(if: true, if: false) }')), { ok: false }, 'in a directive')
+    t.equal(targetOf(doc('mutation { closeIssue(id: 9007199254740992) }')), '9007199254740992')
+    t.equal(
+      targetOf(doc('mutation { closeIssue(id: 1.0, other: {id: 1}) }')),
+      '1',
+      'an exact literal is read',
+    )
+  },
+)

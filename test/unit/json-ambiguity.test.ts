@@ -1,0 +1,118 @@
+import fc from 'fast-check'
+import t from 'tap'
+import { exactDouble, jsonAmbiguity } from '../../src/core/json-ambiguity.js'
+
+/** What two JSON parsers could read differently is found; what they cannot, is not. */
+
+// Any code unit, surrogate halves more often than their share: pairs and lone ones alike.
+const CODE_UNIT = fc.oneof(
+  fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
+  fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
+)
+
+t.test('a member name used twice in one object, however it is escaped', async (t) => {
+  t.match(jsonAmbiguity('{"amount":1,"amount":1000000}'), /member "amount" appears twice/)
+  t.match(jsonAmbiguity('{"a":1,"\\u0061":2}'), /member "a" appears twice/, 'escaped alike')
+  t.match(jsonAmbiguity('{"a\\\\":1, "a\\\\" :2}'), /appears twice/, 'a name ending in a backslash')
+  t.match(jsonAmbiguity('[{"x":{"y":[1,{"k":1,"k":2}]}}]'), /member "k"/, 'deep inside')
+  t.match(jsonAmbiguity('{"a":{},"b":[],"a":null}'), /member "a"/, 'after a nested object closes')
+})
+
+t.test('the same name in different objects, or in a string, is not a duplicate', async (t) => {
+  t.equal(jsonAmbiguity('{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}'), null)
+  t.equal(jsonAmbiguity('{"a":"\\"a\\":1","b":"a"}'), null, 'a name quoted inside a value')
+  t.equal(jsonAmbiguity('{"a":"x\\\\","a2":"\\\\"}'), null, 'values ending in a backslash')
+  t.equal(jsonAmbiguity('["a","a",{"a":"a"}]'), null)
+  t.equal(jsonAmbiguity('{"A":1,"a":2}'), null, 'letter case differs (the protocol readers check that)')
+})
+
+t.test('an unpaired surrogate, in a name or a value', async (t) => {
+  t.match(jsonAmbiguity('{"x":"\\ud800"}'), /unpaired surrogate/)
+  t.match(jsonAmbiguity('{"\\udc00":1}'), /unpaired surrogate/)
+  t.match(jsonAmbiguity('["a\\udbffb"]'), /unpaired surrogate/)
+  t.equal(jsonAmbiguity('{"\\ud83d\\ude00":"😀"}'), null, 'a pair is a character')
+})
+
+t.test('numbers that are not exactly the double they parse to', async (t) => {
+  for (const n of [
+    '12345678901234567891',
+    '9007199254740993',
+    '1e400',
+    '-1e400',
+    '1e-400',
+    '3.14159265358979323846',
+    '0.1000000000000000000000001',
+  ])
+    t.match(jsonAmbiguity(`{"n":${n}}`), /is not exactly a double/, n)
+  for (const n of [
+    '0',
+    '-0',
+    '0.0',
+    '1.0',
+    '1E2',
+    '100e-2',
+    '0.1',
+    '0.30000000000000004',
+    '9007199254740992',
+    '1e21',
+    '5e-324',
+    '-12.5',
+    '1.7976931348623157e308',
+  ])
+    t.equal(jsonAmbiguity(`[${n}]`), null, n)
+  t.notOk(exactDouble('1e99999999999999999999'))
+  t.ok(exactDouble('0e99999999999999999999'))
+})
+
+t.test('nothing JSON.stringify writes is ambiguous, unless a string holds a lone surrogate', async (t) => {
+  let lone = 0
+  t.doesNotThrow(() =>
+    fc.assert(
+      fc.property(fc.jsonValue({ stringUnit: CODE_UNIT }), (v) => {
+        // UTF-8 cannot carry an unpaired surrogate: the round trip replaces it.
+        const unpaired = Object.keys(stringsOf(v)).some((s) => Buffer.from(s, 'utf8').toString('utf8') !== s)
+        if (unpaired) lone++
+        const found = jsonAmbiguity(JSON.stringify(v))
+        return unpaired ? /unpaired surrogate/.test(found ?? '') : found === null
+      }),
+      { numRuns: 2000 },
+    ),
+  )
+  t.ok(lone > 0, `lone surrogates were generated (${lone} values)`)
+})
+
+t.test('a member repeated anywhere in a generated document is found', async (t) => {
+  t.doesNotThrow(() =>
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string(), fc.jsonValue(), { minKeys: 1 }),
+        fc.nat(),
+        fc.jsonValue(),
+        (obj, pick, extra) => {
+          const keys = Object.keys(obj)
+          const name = keys[pick % keys.length] as string
+          // The same name again, its first code unit escaped as \uXXXX.
+          const again =
+            name === ''
+              ? '""'
+              : `"\\u${name.charCodeAt(0).toString(16).padStart(4, '0')}${JSON.stringify(name.slice(1)).slice(1)}`
+          const text = `{"outer":[${JSON.stringify(obj).slice(0, -1)},${again}:${JSON.stringify(extra)}}]}`
+          return jsonAmbiguity(text) !== null
+        },
+      ),
+      { numRuns: 1000 },
+    ),
+  )
+})
+
+/** Every string of a value, names included, as the keys of one object. */
+function stringsOf(v: unknown, into: Record<string, true> = {}): Record<string, true> {
+  if (typeof v === 'string') into[v] = true
+  else if (Array.isArray(v)) for (const x of v) stringsOf(x, into)
+  else if (v !== null && typeof v === 'object')
+    for (const [k, x] of Object.entries(v)) {
+      into[k] = true
+      stringsOf(x, into)
+    }
+  return into
+}
