@@ -1,3 +1,4 @@
+import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { nestedDeeperThan } from '../core/json-depth.js'
 import type { PendingAction } from '../store/ports/index.js'
 import { HTTP_REPLAY_TOOL } from './staged-request.js'
@@ -36,8 +37,11 @@ export function readableRequest(a: PendingAction): ReadableRequest | null {
   if (contentType && /\bjson\b/i.test(contentType)) {
     try {
       const body: unknown = JSON.parse(text)
-      // Nested too deep to serialise back (the agent's body is not checked on the way in): text.
-      if (!nestedDeeperThan(body)) return { ...base, bodyEncoding: 'json', body }
+      // Nested too deep to serialise back (the agent's body is not checked on the way in), or
+      // read one way by JSON.parse and maybe another by the upstream (a member given twice, a
+      // number no double holds): the exact text, not a tree that would show one reading.
+      if (!nestedDeeperThan(body) && jsonAmbiguity(text) === null)
+        return { ...base, bodyEncoding: 'json', body }
     } catch {}
   }
   return { ...base, bodyEncoding: 'text', body: text }

@@ -46,3 +46,20 @@ t.test('a JSON body nested too deep to serialise back is shown as its text', asy
   t.match(r, { bodyEncoding: 'text', body: deep })
   t.doesNotThrow(() => JSON.stringify(r))
 })
+
+t.test('JSON an upstream could read otherwise than JSON.parse is shown as its exact text', async (t) => {
+  for (const body of [
+    '{"amount":1,"amount":1000000}',
+    '{"invoice":12345678901234567891}',
+    '{"memo":"\\udc00"}',
+  ])
+    t.match(
+      readableRequest(staged('application/json', Buffer.from(body))),
+      { bodyEncoding: 'text', body },
+      body,
+    )
+  t.match(readableRequest(staged('application/json', Buffer.from('{"amount":1.50,"a":{"amount":2}}'))), {
+    bodyEncoding: 'json',
+    body: { amount: 1.5, a: { amount: 2 } },
+  })
+})
