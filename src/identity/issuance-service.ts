@@ -324,6 +324,9 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       const e = await enrolmentFor(label)
       await sor.transaction(async (stores) => {
         await storeEnrolment(stores, tenantId, e, current?.secretEnc ?? null)
+        // A re-enrolment is how a tenant answers a lost or leaked authenticator: the portal
+        // sessions it opened end with it.
+        const portalSessionsRemoved = await stores.portalSessions.removeTenant(tenantId)
         await audit.appendWith(stores, [
           credentialReceipt({
             tenantId,
@@ -331,7 +334,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
             credential: 'totp',
             at: nowSeconds(clock),
             actor: { type: 'sponsor' },
-            detail: { backupCodes: e.backupCodes.length, replacesPrevious: true },
+            detail: { backupCodes: e.backupCodes.length, replacesPrevious: true, portalSessionsRemoved },
           }),
         ])
       })

@@ -716,6 +716,16 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
       t.ok(await s.portalSessions.find(`live-${a}`))
       t.equal(await s.portalSessions.remove(`live-${a}`), true)
       t.equal(await s.portalSessions.remove(`live-${a}`), false)
+      const b = await tenant()
+      for (const [tenantId, hash] of [
+        [a, `one-${a}`],
+        [a, `two-${a}`],
+        [b, `other-${b}`],
+      ] as const)
+        await s.portalSessions.create({ ...base, tenantId, sessionHash: hash, expiresAt: 10_000 })
+      t.equal(await s.portalSessions.removeTenant(a), 2, 'every session of the tenant')
+      t.equal(await s.portalSessions.find(`one-${a}`), null)
+      t.ok(await s.portalSessions.find(`other-${b}`), "another tenant's is kept")
     })
 
     // Only where transactions run side by side (PGlite runs them in turn, so none can wait on another).

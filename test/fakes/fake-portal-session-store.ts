@@ -48,5 +48,14 @@ export function createFakePortalSessionStore(ctx: FakeContext): PortalSessionSto
       }
       return n
     },
+    async removeTenant(tenantId) {
+      let n = 0
+      for (const r of db.portalSessions.rows())
+        if (r.tenantId === tenantId) {
+          db.portalSessions.delete(ctx.tx, r.sessionHash)
+          n++
+        }
+      return n
+    },
   }
 }

@@ -414,6 +414,43 @@ t.test('portal sessions', async (t) => {
     const exp = await cp.app.inject({ method: 'GET', url: '/portal/audit/export' })
     t.equal(exp.statusCode, 401, 'no session, no export')
   })
+
+  // Last: it replaces the tenant's authenticator, which the tests above sign in with.
+  t.test(
+    "re-enrolling the step-up authenticator ends every one of the tenant's portal sessions",
+    async (t) => {
+      const get = (token: string) =>
+        cp.app.inject({ method: 'GET', url: '/portal/approvals', headers: { cookie: `wg_portal=${token}` } })
+      const sessions = [
+        sessionCookie(await signIn(cp, tenant.apiKey, await code())),
+        sessionCookie(await signIn(cp, tenant.apiKey, await code())),
+      ]
+      const other = await api.newTenant()
+      manual.set(manual.nowMs() + 30_000)
+      const elsewhere = sessionCookie(
+        await signIn(
+          cp,
+          other.apiKey,
+          await generate({ secret: other.totp.secret, epoch: Math.floor(manual.nowMs() / 1000) }),
+        ),
+      )
+      for (const s of [...sessions, elsewhere]) t.equal((await get(s)).statusCode, 200)
+      const enrol = await api.post('/v1/sponsor/totp', {}, { bearer: tenant.sponsorToken })
+      t.equal(enrol.status, 200)
+      for (const s of sessions)
+        t.equal((await get(s)).statusCode, 303, 'signed in with the old authenticator: ended')
+      t.equal((await get(elsewhere)).statusCode, 200, "another tenant's session is untouched")
+      const issued = (await receiptsOf('CREDENTIAL_ISSUED')).filter((r) => r.detail.credential === 'totp')
+      t.match(issued.at(-1)?.detail, { replacesPrevious: true }, 'on record')
+      t.ok((issued.at(-1)?.detail.portalSessionsRemoved as number) >= 2, 'with how many sessions it removed')
+      tenant.totp.secret = enrol.body.totp.secret as string
+      t.equal(
+        (await get(sessionCookie(await signIn(cp, tenant.apiKey, await code())))).statusCode,
+        200,
+        'the new one signs in',
+      )
+    },
+  )
   void step
 })
 

@@ -19,4 +19,6 @@ export interface PortalSessionStore {
   remove(sessionHash: string): Promise<boolean>
   /** Deletes sessions past their absolute expiry or idle since before `idleBefore`; returns how many. */
   purge(now: number, idleBefore: number): Promise<number>
+  /** Deletes every session of a tenant (its step-up authenticator re-enrolled); returns how many. */
+  removeTenant(tenantId: string): Promise<number>
 }

@@ -48,5 +48,9 @@ export function createPortalSessionStore(sql: SqlHandle): PortalSessionStore {
                              returning session_hash`
       return rows.length
     },
+    async removeTenant(tenantId) {
+      const rows = await sql`delete from portal_sessions where tenant_id = ${tenantId} returning session_hash`
+      return rows.length
+    },
   }
 }
