@@ -116,7 +116,7 @@ export const ERRORS = {
     'invalid_invite',
     400,
     'invalid invite code',
-    'The invite code is unknown, rotated or expired.',
+    'The invite code is unknown, rotated or expired, or withdrawn with the key that made it.',
   ),
   rateLimited: def(
     'rate_limited',

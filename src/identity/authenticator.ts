@@ -26,7 +26,7 @@ export interface Authenticator {
    * by a tenant-wide kill switch (which bars checks, not admins: they may fix policy before the
    * sponsor lifts it).
    */
-  rosterBar(caller: KeyCaller): Promise<RosterBar | null>
+  rosterBar(caller: Pick<KeyCaller, 'tenantId' | 'keyId' | 'principalId'>): Promise<RosterBar | null>
 }
 
 export type RosterBar = 'sponsor_revoked_key' | 'sponsor_revoked_principal'

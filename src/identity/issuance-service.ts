@@ -3,7 +3,7 @@ import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { classifyCredential, newApiKey, newInviteCode, newSponsorToken } from '../core/credentials.js'
 import { ERRORS, fail } from '../core/errors.js'
-import type { KeyScope, Principal } from '../core/identity.js'
+import { isPrincipalActive, type KeyScope, type Principal } from '../core/identity.js'
 import { newId } from '../core/ids.js'
 import { normalizeEmail } from '../core/names.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
@@ -15,7 +15,7 @@ import { BACKUP_CODE_COUNT, hashBackupCode, newBackupCode } from '../security/ba
 import { type Keyring, sealSecret } from '../security/keyring.js'
 import { newTotpEnrolment } from '../security/totp.js'
 import type { HotStore } from '../store/ports/hot-store.js'
-import type { Stores, SystemOfRecord } from '../store/ports/index.js'
+import type { Invite, Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { Authenticator } from './authenticator.js'
 import { actorOf, type KeyCaller } from './caller.js'
 import { credentialReceipt } from './credential-receipt.js'
@@ -97,12 +97,34 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
     return null
   }
 
+  /**
+   * Why an invite no longer speaks for its tenant, if it does not: the key that made it was
+   * revoked or lost its admin scope, its principal was disabled or deleted, or the sponsor's
+   * roster names either. An invite is an admin key waiting to be minted; a key barred from
+   * admin work must not have left one behind.
+   */
+  async function issuerWithdrawn(invite: Invite): Promise<string | null> {
+    if (invite.issuerKeyId === null) return null
+    const key = await sor.stores.keys.get(invite.tenantId, invite.issuerKeyId)
+    if (!key || key.revokedAt !== null || key.scope !== 'admin') return 'issuer_revoked'
+    const principal = await sor.stores.principals.get(invite.tenantId, key.principalId)
+    if (!principal || !isPrincipalActive(principal)) return 'issuer_disabled'
+    const barred = await auth.rosterBar({
+      tenantId: invite.tenantId,
+      keyId: key.id,
+      principalId: key.principalId,
+    })
+    return barred ? 'issuer_barred' : null
+  }
+
   /** Which tenant the key joins, and the widest scope the proof allows. */
   async function resolveTarget(email: string, input: IssueKeyInput): Promise<Target> {
     const now = nowSeconds(clock)
     if (input.inviteCode !== undefined) {
       const invite = await sor.stores.invites.findByHash(hashSecret(input.inviteCode))
       if (!invite || invite.expiresAt <= now) fail(ERRORS.invalidInvite)
+      const withdrawn = await issuerWithdrawn(invite)
+      if (withdrawn) fail(ERRORS.invalidInvite, { reason: withdrawn })
       return { kind: 'existing', tenantId: invite.tenantId, maxScope: 'admin' }
     }
     const owned = await sor.stores.tenants.tenantOfEmail(email)
@@ -302,7 +324,7 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       const createdAt = nowSeconds(clock)
       const expiresAt = createdAt + INVITE_TTL_SECONDS
       await sor.transaction(async (stores) => {
-        await stores.invites.rotate(caller.tenantId, hashSecret(code), createdAt, expiresAt)
+        await stores.invites.rotate(caller.tenantId, hashSecret(code), createdAt, expiresAt, caller.keyId)
         await audit.appendWith(stores, [
           credentialReceipt({
             tenantId: caller.tenantId,

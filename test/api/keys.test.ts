@@ -232,6 +232,37 @@ for (const kind of API_BACKENDS) {
       },
     )
 
+    t.test('an invite is withdrawn with the key that made it: revoked, disabled or barred', async (t) => {
+      const o = await api.newTenant()
+      const ops = await api.post('/v1/principals', { name: 'inviter' }, { bearer: o.apiKey })
+      const k = await api.post(
+        '/v1/keys',
+        { email: o.email, principal_id: ops.body.principalId },
+        { bearer: o.apiKey },
+      )
+      const inv = await api.post('/v1/tenant/invites', undefined, { bearer: k.body.apiKey })
+      t.equal(inv.status, 201)
+      let n = 0
+      const redeem = async () => {
+        const r = await api.post('/v1/keys', {
+          email: `joiner${++n}@example.com`,
+          inviteCode: inv.body.inviteCode,
+        })
+        return [r.status, r.body.code, r.body.reason]
+      }
+      t.same((await redeem())[0], 201, 'its issuer in good standing: it mints')
+      await api.post('/v1/revoke', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
+      t.same(await redeem(), [400, 'invalid_invite', 'issuer_barred'], "the sponsor's roster names its key")
+      await api.post('/v1/reinstate', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
+      t.same((await redeem())[0], 201, 'reinstated: it mints again')
+      await api.patch(`/v1/principals/${ops.body.principalId}`, { disabled: true }, { bearer: o.apiKey })
+      t.same(await redeem(), [400, 'invalid_invite', 'issuer_disabled'], 'its principal disabled')
+      await api.patch(`/v1/principals/${ops.body.principalId}`, { disabled: false }, { bearer: o.apiKey })
+      t.same((await redeem())[0], 201)
+      await api.post(`/v1/principals/${ops.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+      t.same(await redeem(), [400, 'invalid_invite', 'issuer_revoked'], 'its key revoked')
+    })
+
     t.test('the tenant name defaults to the email domain, never the address', async (t) => {
       const r = await api.post('/v1/keys', { email: 'Private.Person@corp.example' })
       const me = await api.get('/v1/me', { bearer: r.body.apiKey })

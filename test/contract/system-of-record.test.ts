@@ -187,11 +187,20 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
 
     t.test('invites: one per tenant, rotation replaces', async (t) => {
       const a = await tenant()
-      await s.invites.rotate(a, `ih1-${a}`, 1, 100)
-      t.same(await s.invites.findByHash(`ih1-${a}`), { tenantId: a, createdAt: 1, expiresAt: 100 })
-      await s.invites.rotate(a, `ih2-${a}`, 2, 200)
+      await s.invites.rotate(a, `ih1-${a}`, 1, 100, 'key_1')
+      t.same(await s.invites.findByHash(`ih1-${a}`), {
+        tenantId: a,
+        createdAt: 1,
+        expiresAt: 100,
+        issuerKeyId: 'key_1',
+      })
+      await s.invites.rotate(a, `ih2-${a}`, 2, 200, 'key_2')
       t.equal(await s.invites.findByHash(`ih1-${a}`), null)
-      t.equal((await s.invites.findByHash(`ih2-${a}`))?.expiresAt, 200)
+      t.match(
+        await s.invites.findByHash(`ih2-${a}`),
+        { expiresAt: 200, issuerKeyId: 'key_2' },
+        'the issuer replaced too',
+      )
     })
 
     t.test('totp: replayed or older steps are refused; backup codes are single-use', async (t) => {

@@ -209,6 +209,7 @@ export interface InviteRow {
   codeHash: string
   createdAt: number
   expiresAt: number
+  issuerKeyId: string | null
 }
 export interface TotpRow {
   tenantId: string

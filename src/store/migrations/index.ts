@@ -6,6 +6,7 @@ import * as m0005 from './0005-systems.js'
 import * as m0006 from './0006-portal-sessions.js'
 import * as m0007 from './0007-standing-history.js'
 import * as m0008 from './0008-action-system-version.js'
+import * as m0009 from './0009-invite-issuer.js'
 
 export interface Migration {
   readonly version: number
@@ -23,4 +24,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 6, name: 'portal-sessions', up: m0006.up },
   { version: 7, name: 'standing-history', up: m0007.up },
   { version: 8, name: 'action-system-version', up: m0008.up },
+  { version: 9, name: 'invite-issuer', up: m0009.up },
 ]

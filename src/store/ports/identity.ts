@@ -79,11 +79,19 @@ export interface Invite {
   tenantId: string
   createdAt: number
   expiresAt: number
+  /** The key that made it; null for an invite made before issuers were kept. */
+  issuerKeyId: string | null
 }
 
 export interface InviteStore {
   /** Replaces the tenant's invite: the previous code stops working. */
-  rotate(tenantId: string, codeHash: string, createdAt: number, expiresAt: number): Promise<void>
+  rotate(
+    tenantId: string,
+    codeHash: string,
+    createdAt: number,
+    expiresAt: number,
+    issuerKeyId: string,
+  ): Promise<void>
   findByHash(codeHash: string): Promise<Invite | null>
 }
 
