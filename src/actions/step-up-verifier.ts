@@ -1,6 +1,8 @@
+import type { AuditLog } from '../audit/audit-log.js'
 import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
+import { credentialReceipt } from '../identity/credential-receipt.js'
 import { backupCodeMatches, normalizeBackupCode } from '../security/backup-codes.js'
 import { type Keyring, openSecret } from '../security/keyring.js'
 import { matchTotpStep } from '../security/totp.js'
@@ -24,6 +26,15 @@ export interface StepUpVerifier {
   consume(stores: Stores, tenantId: string, proof: StepUpProof): Promise<Verification>
 }
 
+/**
+ * Codes tried since the last one used, per tenant, across the portal's sign-in and approvals:
+ * past this the authenticator is locked until the sponsor re-enrols it. The rate limits slow
+ * guessing; this bounds it (NIST SP 800-63B §5.2.2: at most 100 consecutive failures). By
+ * default they allow 30 sign-ins and 30 approval codes a tenant per 10 minutes: 8,640 guesses
+ * a day, each right with odds of 3 in a million (three steps accepted), about 2.6% a day.
+ */
+export const MAX_WRONG_CODES = 100
+
 const BACKUP_CODE_SHAPE = /^[23456789ABCDEFGHJKMNPQRSTVWXYZ]{10}$/
 
 /**
@@ -35,14 +46,39 @@ export function createStepUpVerifier(deps: {
   stores: Stores
   keyring: Keyring
   clock: Clock
+  audit: AuditLog
 }): StepUpVerifier {
-  const { stores, keyring, clock } = deps
+  const { stores, keyring, clock, audit } = deps
   const invalid = (reason: string): never => fail(ERRORS.totpInvalid, { reason })
+
+  /** Counts the code before it is checked; past the limit, refuses it unchecked, right or not. */
+  async function countTried(tenantId: string): Promise<void> {
+    const tried = await stores.totp.countCodeTried(tenantId)
+    if (tried === null) return invalid('not_enrolled')
+    if (tried <= MAX_WRONG_CODES) return
+    // Once, as the lock engages: the authenticator is out of use until the sponsor re-enrols it.
+    if (tried === MAX_WRONG_CODES + 1)
+      await audit.append([
+        credentialReceipt({
+          tenantId,
+          kind: 'CREDENTIAL_REVOKED',
+          credential: 'totp',
+          at: nowSeconds(clock),
+          actor: { type: 'writegate' },
+          detail: { reason: 'too_many_wrong_codes', wrongCodes: MAX_WRONG_CODES },
+        }),
+      ])
+    fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
+  }
 
   return {
     async check(tenantId, code) {
       const trimmed = code.trim()
-      if (/^\d{6}$/.test(trimmed)) {
+      const totpShaped = /^\d{6}$/.test(trimmed)
+      // A code of neither shape can match nothing: refused without counting.
+      if (!totpShaped && !BACKUP_CODE_SHAPE.test(normalizeBackupCode(trimmed))) return invalid('wrong_code')
+      await countTried(tenantId)
+      if (totpShaped) {
         const enrolled = await stores.totp.secret(tenantId)
         if (!enrolled) return invalid('not_enrolled')
         const secret = openSecret(keyring, enrolled.secretEnc, `totp:${tenantId}`)
@@ -51,7 +87,6 @@ export function createStepUpVerifier(deps: {
         if (enrolled.lastUsedStep !== null && step <= enrolled.lastUsedStep) return invalid('replayed')
         return { kind: 'totp', step }
       }
-      if (!BACKUP_CODE_SHAPE.test(normalizeBackupCode(trimmed))) return invalid('wrong_code')
       for (const c of await stores.totp.unusedBackupCodes(tenantId)) {
         if (await backupCodeMatches(trimmed, c.salt, c.hash)) return { kind: 'backup_code', index: c.index }
       }
@@ -61,10 +96,10 @@ export function createStepUpVerifier(deps: {
     async consume(tx, tenantId, proof) {
       if (proof.kind === 'totp') {
         if (!(await tx.totp.acceptStep(tenantId, proof.step))) return invalid('replayed')
-        return 'totp'
-      }
-      if (!(await tx.totp.useBackupCode(tenantId, proof.index, nowSeconds(clock)))) return invalid('replayed')
-      return 'backup_code'
+      } else if (!(await tx.totp.useBackupCode(tenantId, proof.index, nowSeconds(clock))))
+        return invalid('replayed')
+      await tx.totp.clearCodesTried(tenantId)
+      return proof.kind
     },
   }
 }

@@ -311,6 +311,12 @@ export const ERRORS = {
     'TOTP code invalid',
     'The code is wrong, outside its window, already used, or a used backup code.',
   ),
+  stepUpLocked: def(
+    'step_up_locked',
+    403,
+    'step-up authenticator locked',
+    'Too many wrong codes were tried since the last right one: the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
+  ),
   approvalLocked: def(
     'approval_locked',
     429,

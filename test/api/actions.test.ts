@@ -588,6 +588,66 @@ t.test('brute force: the tenant has its own bucket across actions', async (t) =>
   t.equal(s.upstream.requests.length, 0)
 })
 
+t.test(
+  'after 100 wrong codes the authenticator is locked, for approvals and portal sign-in alike, until re-enrolled',
+  async (t) => {
+    // The rate limits out of the way: what is tested is the count that outlasts their windows.
+    const s = await setup(t, 'fake', {
+      settings: {
+        approvals: { codeAttemptsPerAction: 1000, codeAttemptsPerTenant: 10_000 },
+        portal: { signInAttemptsPerIp: 10_000, signInAttemptsPerTenant: 10_000 },
+      },
+    })
+    const signIn = async (code: string) => {
+      const page = await s.cp.app.inject({ method: 'GET', url: '/portal/sign-in' })
+      const pre = /wg_portal_pre=([^;]+)/.exec(String(page.headers['set-cookie']))?.[1] as string
+      return s.cp.app.inject({
+        method: 'POST',
+        url: '/portal/sign-in',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `wg_portal_pre=${pre}` },
+        payload: new URLSearchParams({ _csrf: pre, apiKey: s.tenant.apiKey, code }).toString(),
+      })
+    }
+    // Half at the portal, half at approvals, hours apart: one count across both, past every window.
+    for (let i = 0; i < 50; i++) t.equal((await signIn('000000')).statusCode, 401)
+    s.clock.advance(6 * 3600_000)
+    const id = await s.stage()
+    for (let i = 0; i < 49; i++) t.equal((await s.approve(id, { totpCode: 'AAAAA-AAAAA' })).status, 401)
+    const right = await s.approve(id, { totpCode: await s.code() })
+    t.equal(right.status, 200, 'the 100th code is checked, and a right one starts the count again')
+    const id2 = await s.stage({ charge: 'ch_2', amount: 2 })
+    for (let i = 0; i < 100; i++) await s.approve(id2, { totpCode: '000000' })
+    s.clock.advance(60_000)
+    const locked = await s.approve(id2, { totpCode: await s.code() })
+    t.same(
+      [locked.status, locked.body.code],
+      [403, 'step_up_locked'],
+      'the 101st, right or not, is refused unchecked',
+    )
+    s.clock.advance(60_000)
+    const portal = await signIn(await s.code())
+    t.equal(portal.statusCode, 403, 'the portal refuses a right code too')
+    t.match(portal.body, /step_up_locked/)
+    const revoked = (await s.receipts()).filter(
+      (r) => r.kind === 'CREDENTIAL_REVOKED' && r.detail.credential === 'totp',
+    )
+    t.equal(revoked.length, 1, 'the lock is on record, once')
+    t.match(revoked[0]?.detail, {
+      reason: 'too_many_wrong_codes',
+      wrongCodes: 100,
+      actor: { type: 'writegate' },
+    })
+    const enrol = await s.api.post('/v1/sponsor/totp', {}, { bearer: s.tenant.sponsorToken })
+    t.equal(enrol.status, 200)
+    s.tenant.totp.secret = enrol.body.totp.secret as string
+    t.equal(
+      (await s.approve(id2, { totpCode: await s.code() })).status,
+      200,
+      're-enrolled: a right code approves',
+    )
+  },
+)
+
 t.test('an upstream failure is 502; the action is pending again and a retry reuses its key', async (t) => {
   const s = await setup(t)
   const id = await s.stage()

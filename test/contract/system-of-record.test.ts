@@ -223,8 +223,14 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
         (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
         [0],
       )
+      t.equal(await s.totp.countCodeTried(a), 1)
+      t.equal(await s.totp.countCodeTried(a), 2, 'counted up')
+      await s.totp.clearCodesTried(a)
+      t.equal(await s.totp.countCodeTried(a), 1, 'cleared by a right code')
+      t.equal(await s.totp.countCodeTried('ten_none'), null, 'no authenticator, no count')
       t.equal(await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }], 'sealed'), true)
       t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null }, 're-enrolment resets')
+      t.equal(await s.totp.countCodeTried(a), 1, 'the count too')
       t.equal(
         await s.totp.enrol(a, 'sealed3', 3, [{ index: 5, salt: 's', hash: 'h3' }], 'sealed'),
         false,

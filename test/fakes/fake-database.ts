@@ -216,6 +216,7 @@ export interface TotpRow {
   secretEnc: string
   createdAt: number
   lastUsedStep: number | null
+  wrongCodes: number
 }
 export interface BackupCodeRow {
   tenantId: string

@@ -14,7 +14,7 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
       } else if (!current || current.secretEnc !== replaces) {
         return false
       }
-      db.totp.set(ctx.tx, tenantId, { tenantId, secretEnc, createdAt: at, lastUsedStep: null })
+      db.totp.set(ctx.tx, tenantId, { tenantId, secretEnc, createdAt: at, lastUsedStep: null, wrongCodes: 0 })
       // Every old code goes, used or not; the new ones start unused.
       for (const c of db.backupCodes.rows()) {
         if (c.tenantId === tenantId) db.backupCodes.delete(ctx.tx, key(tenantId, c.index))
@@ -30,6 +30,16 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
     async secret(tenantId) {
       const r = db.totp.get(tenantId)
       return r ? { secretEnc: r.secretEnc, lastUsedStep: r.lastUsedStep } : null
+    },
+    async countCodeTried(tenantId) {
+      const r = db.totp.get(tenantId)
+      if (!r) return null
+      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes: r.wrongCodes + 1 })
+      return r.wrongCodes + 1
+    },
+    async clearCodesTried(tenantId) {
+      const r = db.totp.get(tenantId)
+      if (r && r.wrongCodes !== 0) db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes: 0 })
     },
     async acceptStep(tenantId, step) {
       const r = db.totp.get(tenantId)

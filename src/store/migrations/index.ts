@@ -7,6 +7,7 @@ import * as m0006 from './0006-portal-sessions.js'
 import * as m0007 from './0007-standing-history.js'
 import * as m0008 from './0008-action-system-version.js'
 import * as m0009 from './0009-invite-issuer.js'
+import * as m0010 from './0010-totp-wrong-codes.js'
 
 export interface Migration {
   readonly version: number
@@ -25,4 +26,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 7, name: 'standing-history', up: m0007.up },
   { version: 8, name: 'action-system-version', up: m0008.up },
   { version: 9, name: 'invite-issuer', up: m0009.up },
+  { version: 10, name: 'totp-wrong-codes', up: m0010.up },
 ]

@@ -115,6 +115,14 @@ export interface TotpStore {
     replaces: string | null,
   ): Promise<boolean>
   secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
+  /**
+   * Counts one code about to be checked against the tenant's limit of wrong ones, before it is
+   * checked (parallel guesses cannot outrun the limit); returns the count including it, or null
+   * when the tenant has no authenticator.
+   */
+  countCodeTried(tenantId: string): Promise<number | null>
+  /** A right code was used: the count of wrong ones starts again. */
+  clearCodesTried(tenantId: string): Promise<void>
   /** RFC 6238 replay rule: succeeds only when `step` is above every step accepted before. */
   acceptStep(tenantId: string, step: number): Promise<boolean>
   unusedBackupCodes(tenantId: string): Promise<BackupCodeRecord[]>

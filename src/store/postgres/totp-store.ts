@@ -11,7 +11,8 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
           ? await sql`insert into tenant_totp (tenant_id, secret_enc, created_at)
                       values (${tenantId}, ${secretEnc}, ${at})
                       on conflict (tenant_id) do nothing returning tenant_id`
-          : await sql`update tenant_totp set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null
+          : await sql`update tenant_totp
+                      set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null, wrong_codes = 0
                       where tenant_id = ${tenantId} and secret_enc = ${replaces} returning tenant_id`
       if (rows.length !== 1) return false
       await sql`delete from backup_codes where tenant_id = ${tenantId}`
@@ -25,6 +26,14 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
       const [r] = await sql<{ secret_enc: string; last_used_step: number | null }[]>`
         select secret_enc, last_used_step from tenant_totp where tenant_id = ${tenantId}`
       return r ? { secretEnc: r.secret_enc, lastUsedStep: numOrNull(r.last_used_step) } : null
+    },
+    async countCodeTried(tenantId) {
+      const [r] = await sql<{ wrong_codes: number }[]>`
+        update tenant_totp set wrong_codes = wrong_codes + 1 where tenant_id = ${tenantId} returning wrong_codes`
+      return r ? Number(r.wrong_codes) : null
+    },
+    async clearCodesTried(tenantId) {
+      await sql`update tenant_totp set wrong_codes = 0 where tenant_id = ${tenantId} and wrong_codes <> 0`
     },
     async acceptStep(tenantId, step) {
       const rows = await sql`update tenant_totp set last_used_step = ${step}
