@@ -1,3 +1,5 @@
+import { goFold } from './case-fold.js'
+
 /**
  * Why two JSON parsers could read one text as different values, if they could: the parts of
  * JSON that RFC 8259 leaves to the parser and I-JSON (RFC 7493) forbids.
@@ -9,14 +11,17 @@
  *   …7000, so a target templated from it names another object than the one a server with
  *   big integers or decimals acts on; `1e400` becomes `Infinity`.
  * - An unpaired surrogate (`"\ud800"`), which parsers keep, replace with U+FFFD or refuse.
+ * - Two member names of one object that differ only by letter case: Go's decoder matches a
+ *   struct field regardless of case and keeps the last (mcp-go binds tool arguments so), so
+ *   `{"accountId":"1","accountid":"2"}` is account 1 to the gate and 2 to such a server.
  *
  * The gate refuses such a body where it reads values out of it to decide (MCP arguments,
  * GraphQL variables), and an approver is shown its exact text rather than a parsed tree.
  * `text` must already be valid JSON (`JSON.parse` accepted it): this only looks for the above.
  */
 export function jsonAmbiguity(text: string): string | null {
-  // The names seen so far in each open object; null for an open array.
-  const open: (Set<string> | null)[] = []
+  // The names seen so far in each open object, folded as Go matches them; null for an open array.
+  const open: (Map<string, string> | null)[] = []
   const n = text.length
   let i = 0
   while (i < n) {
@@ -30,12 +35,18 @@ export function jsonAmbiguity(text: string): string | null {
       while (i < n && isSpace(text.charCodeAt(i))) i++
       if (text.charCodeAt(i) === COLON) {
         const names = open[open.length - 1]
-        if (names?.has(s)) return `member ${JSON.stringify(s)} appears twice in one object`
-        names?.add(s)
+        if (names) {
+          const folded = goFold(s)
+          const seen = names.get(folded)
+          if (seen === s) return `member ${JSON.stringify(s)} appears twice in one object`
+          if (seen !== undefined)
+            return `members ${JSON.stringify(seen)} and ${JSON.stringify(s)} differ only by letter case (Go's decoder takes either for one field)`
+          names.set(folded, s)
+        }
       }
       continue
     }
-    if (c === 0x7b) open.push(new Set())
+    if (c === 0x7b) open.push(new Map())
     else if (c === 0x5b) open.push(null)
     else if (c === 0x7d || c === 0x5d) open.pop()
     else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {

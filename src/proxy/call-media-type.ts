@@ -1,5 +1,20 @@
 import { MIMEType } from 'node:util'
 
+// Fatal: a server decoding invalid bytes its own way (U+FFFD, Python's surrogateescape) reads
+// other text. And a byte-order mark is kept, so JSON.parse refuses it as some servers do.
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/** A body as UTF-8 text, or null when it is not valid UTF-8. */
+export function utf8Text(body: Buffer): string | null {
+  try {
+    return STRICT_UTF8.decode(body)
+  } catch {
+    return null
+  }
+}
+
+export const NOT_UTF8 = 'the body is not valid UTF-8'
+
 /**
  * The media type of a body the gate reads as text (an MCP message, a GraphQL request), or why it
  * is refused. The gate reads bytes as UTF-8; a server reads them in the charset the request

@@ -139,6 +139,14 @@ export function createCallWrites(deps: CallWritesDeps) {
       return
     }
     const body = request.body
+    // body-parser inflates gzip, deflate and (in v2) brotli before it parses; the gate reads the
+    // bytes as sent. Brotli has no magic bytes that JSON could not start with, so none is read.
+    const encoding = req.headers['content-encoding']
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity')
+      return refuse(
+        refusal(ERRORS.unreadableCall, `the gate cannot read this request: its body is ${encoding}-encoded`),
+        [],
+      )
     const read = protocol.read(request)
     if (!read.ok)
       return refuse(refusal(ERRORS.unreadableCall, `the gate cannot read this request: ${read.problem}`), [])

@@ -1,5 +1,4 @@
 import {
-  BREAK,
   type DocumentNode,
   type FragmentDefinitionNode,
   Kind,
@@ -7,14 +6,14 @@ import {
   parse,
   type SelectionSetNode,
   valueFromASTUntyped,
-  visit,
 } from 'graphql'
 import { fillText } from '../actions/param-template.js'
 import type { GraphqlBinding } from '../core/enrolled-system.js'
-import { exactDouble, jsonAmbiguity } from '../core/json-ambiguity.js'
+import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
-import { callMediaType } from './call-media-type.js'
+import { callMediaType, NOT_UTF8, utf8Text } from './call-media-type.js'
+import { documentTextAmbiguity, literalAmbiguity, urlParameterAmbiguity } from './graphql-ambiguity.js'
 import { caseVariantOf } from './member-case.js'
 
 /** One root mutation field a GraphQL request would execute: what the gate decides. */
@@ -48,8 +47,12 @@ function operationsOf(
   contentType: string,
   body: Buffer | null,
 ): Operation[] | string {
-  if (method === 'GET') {
-    const params = new URL(pathWithQuery, 'http://gate.invalid').searchParams
+  const url = new URL(pathWithQuery, 'http://gate.invalid')
+  const urlProblem = urlParameterAmbiguity(url.search.slice(1), PARAMETERS)
+  if (urlProblem !== null) return `${urlProblem}: ${READ_ALIKE}`
+  // HEAD is GET without the answer's body, and servers route it so (Rails runs the GET action).
+  if (method === 'GET' || method === 'HEAD') {
+    const params = url.searchParams
     // A parameter given twice is one value to the gate (the first) and maybe another to a server.
     const twice = PARAMETERS.find((p) => params.getAll(p).length > 1)
     if (twice !== undefined) return `the URL gives ${twice} more than once`
@@ -72,11 +75,11 @@ function operationsOf(
   }
   // Some servers read the request's parameters from its URL even on a POST (express-graphql
   // prefers them to the body's): a document there is one the gate would not have read.
-  const url = new URL(pathWithQuery, 'http://gate.invalid').searchParams
-  if (PARAMETERS.some((p) => url.has(p))) return 'a POST carries GraphQL parameters in its URL'
+  if (PARAMETERS.some((p) => url.searchParams.has(p))) return 'a POST carries GraphQL parameters in its URL'
   const media = callMediaType(contentType)
   if ('problem' in media) return media.problem
-  const text = (body ?? Buffer.alloc(0)).toString('utf8')
+  const text = utf8Text(body ?? Buffer.alloc(0))
+  if (text === null) return NOT_UTF8
   if (media.essence === 'application/graphql') return [{ query: text, variables: {} }]
   // Only JSON is read as JSON: a server that parses a form or text body its own way could find
   // another document in the same bytes.
@@ -206,6 +209,8 @@ export function readGraphqlRequest(req: {
   const mutations: GraphqlCall[] = []
   let reads = 0
   for (const op of ops) {
+    const textProblem = documentTextAmbiguity(op.query)
+    if (textProblem !== null) return { ok: false, problem: `${textProblem}: ${READ_ALIKE}` }
     let doc: DocumentNode
     try {
       doc = parse(op.query, { noLocation: true, maxTokens: 50_000 })
@@ -218,47 +223,14 @@ export function readGraphqlRequest(req: {
       if (d.kind === Kind.OPERATION_DEFINITION && d.operation !== 'mutation') reads++
     const found = rootMutations(doc, op.variables)
     if (typeof found === 'string') return { ok: false, problem: found }
-    // A mutation by GET would be a write some servers run and others refuse: refused here.
-    if (found.length > 0 && req.method === 'GET') return { ok: false, problem: 'a mutation sent by GET' }
+    // A mutation by GET (or HEAD) would be a write some servers run and others refuse: refused here.
+    if (found.length > 0 && req.method !== 'POST')
+      return { ok: false, problem: `a mutation sent by ${req.method}` }
     if (mutations.length + found.length > MAX_MUTATIONS)
       return { ok: false, problem: `a request holds at most ${MAX_MUTATIONS} mutation fields` }
     for (const m of found) mutations.push(m)
   }
   return { ok: true, mutations, reads }
-}
-
-/**
- * What in a document's own text values could be read two ways, as `jsonAmbiguity` finds in JSON:
- * an argument or input field given twice (the gate's reading keeps the last; a server that does
- * not validate could take the first), and a number no double holds exactly (a server may take an
- * `ID` or a custom scalar from its digits, the gate's target from the rounded double).
- */
-function literalAmbiguity(doc: DocumentNode): string | null {
-  let found: string | null = null
-  const once = (names: readonly { name: { value: string } }[] | undefined, what: string) => {
-    const seen = new Set<string>()
-    for (const { name } of names ?? []) {
-      if (seen.has(name.value)) {
-        found = `${what} ${name.value} is given twice`
-        return BREAK
-      }
-      seen.add(name.value)
-    }
-    return undefined
-  }
-  const exact = (node: { value: string }) => {
-    if (exactDouble(node.value)) return undefined
-    found = `the number ${node.value.length > 40 ? `${node.value.slice(0, 40)}…` : node.value} is not exactly a double`
-    return BREAK
-  }
-  visit(doc, {
-    Field: (node) => once(node.arguments, 'argument'),
-    Directive: (node) => once(node.arguments, 'argument'),
-    ObjectValue: (node) => once(node.fields, 'input field'),
-    IntValue: exact,
-    FloatValue: exact,
-  })
-  return found
 }
 
 /** The verb (and target) a system maps a mutation field to: the first route whose field (or glob) matches. */

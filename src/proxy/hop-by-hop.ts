@@ -15,11 +15,18 @@ const IS_HOP_BY_HOP = new Set(HOP_BY_HOP)
 
 /**
  * Never removed for being named by a Connection header: how the message's body is delimited
- * (Transfer-Encoding is left to Node, which re-frames the body for the next hop) and where it
- * goes. A `Connection: content-length` that dropped the length would send the body upstream
- * unframed, to be read there as a request of its own.
+ * (Transfer-Encoding is left to Node, which re-frames the body for the next hop), how it is to be
+ * read, and where it goes. A `Connection: content-length` that dropped the length would send the
+ * body upstream unframed, to be read there as a request of its own; a `Connection: content-type`
+ * would turn the JSON the gate read into what Rack then reads as a form.
  */
-const NEVER_NAMED = new Set(['transfer-encoding', 'content-length', 'host'])
+const NEVER_NAMED = new Set([
+  'transfer-encoding',
+  'content-length',
+  'host',
+  'content-type',
+  'content-encoding',
+])
 
 /** The header names a Connection header lists, but framing and Host, lower-cased. */
 function namedBy(connection: string | string[] | undefined): string[] {

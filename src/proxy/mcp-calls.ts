@@ -3,7 +3,7 @@ import type { McpBinding } from '../core/enrolled-system.js'
 import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
-import { callMediaType } from './call-media-type.js'
+import { callMediaType, NOT_UTF8, utf8Text } from './call-media-type.js'
 import { caseVariantOf } from './member-case.js'
 
 /** One `tools/call` an MCP request would make: what the gate decides. */
@@ -48,7 +48,8 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   if ('problem' in media) return { ok: false, problem: media.problem }
   if (!/^application\/(?:[\w.+-]+\+)?json$/.test(media.essence))
     return { ok: false, problem: 'an MCP message is sent as application/json' }
-  const text = req.body.toString('utf8')
+  const text = utf8Text(req.body)
+  if (text === null) return { ok: false, problem: NOT_UTF8 }
   let json: unknown
   try {
     json = JSON.parse(text)

@@ -1,3 +1,5 @@
+import { goFold } from '../core/case-fold.js'
+
 /**
  * A key of `obj` that differs from one of `members` only by letter case, if any. Some JSON
  * decoders match member names regardless of case and keep the last match (Go's encoding/json):
@@ -7,12 +9,8 @@
 export function caseVariantOf(obj: Record<string, unknown>, members: ReadonlySet<string>): string | null {
   for (const key of Object.keys(obj)) {
     if (members.has(key)) continue
-    // Folded as Go folds (upper of lower): `ſ` is `S` there and `K` (Kelvin) is `K`, though
-    // JavaScript's toLowerCase alone leaves `ſ` as it is.
-    const folded = fold(key)
-    for (const m of members) if (fold(m) === folded) return key
+    const folded = goFold(key)
+    for (const m of members) if (goFold(m) === folded) return key
   }
   return null
 }
-
-const fold = (s: string) => s.toLowerCase().toUpperCase()

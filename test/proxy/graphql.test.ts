@@ -264,6 +264,22 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         { message: /member "query" appears twice/, extensions: { code: 'unreadable_call' } },
         'a member given twice',
       )
+      // Rails runs a HEAD as its GET, and Rack reads `[query]` in the URL as `query`.
+      await agentRequest(bench.port, {
+        method: 'HEAD',
+        path: `/sys_github/graphql?query=${encodeURIComponent('mutation { deleteRepository(id: "R_2") }')}`,
+      })
+      const bracketed = await agentRequest(bench.port, {
+        method: 'POST',
+        path: `/sys_github/graphql?%5Bquery%5D=${encodeURIComponent('mutation { deleteRepository(id: "R_2") }')}`,
+        headers: { 'content-type': 'application/json' },
+        body: '{"query":"{ viewer }"}',
+      })
+      t.match(
+        bracketed.json().errors[0].extensions,
+        { code: 'unreadable_call' },
+        'a bracketed parameter name',
+      )
       const raw = await agentRequest(bench.port, {
         method: 'POST',
         path: '/sys_github/graphql',

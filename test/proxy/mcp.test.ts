@@ -249,6 +249,23 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
         name,
       )
     }
+    // body-parser inflates a body before it parses it; the gate reads the bytes as sent.
+    const encoded = await agentRequest(bench.port, {
+      method: 'POST',
+      path: '/sys_github/mcp',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'br' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'create_issue', arguments: { repo: 'a/b', title: 't' } },
+      }),
+    })
+    t.match(
+      encoded.json(),
+      { id: 1, error: { code: -32600, data: { code: 'unreadable_call' }, message: /br-encoded/ } },
+      'a body with a Content-Encoding',
+    )
     const text = await agentRequest(bench.port, {
       method: 'POST',
       path: '/sys_github/mcp',

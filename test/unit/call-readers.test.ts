@@ -197,20 +197,20 @@ t.test(
       mcp(
         '{"jsonrpc":"2.0","id":1,"method":"tools/list","METHOD":"tools/call","params":{"name":"delete_repo"}}',
       ),
-      { ok: false, problem: /METHOD differs/ },
+      { ok: false, problem: /"METHOD" differ only by letter case/ },
     )
     t.match(
       mcp(
         '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_issue","Name":"delete_repo"}}',
       ),
-      { ok: false, problem: /Name differs/ },
+      { ok: false, problem: /"Name" differ only by letter case/ },
     )
     t.match(mcp('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{}}}'), {
       ok: true,
     })
     t.match(graphql('{"query":"{ viewer }","QUERY":"mutation { deleteRepository(id: 1) }"}'), {
       ok: false,
-      problem: /QUERY differs/,
+      problem: /"QUERY" differ only by letter case/,
     })
     t.match(graphql('{"query":"{ viewer }","operationname":"A"}'), { ok: false })
   },
@@ -222,9 +222,22 @@ t.test("case variants are folded as Go folds them ('ſ' is 's' there)", async (t
     mcp(
       '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund","arguments":{"amount":1},"argumentſ":{"amount":1000000}}}',
     ),
+    { ok: false, problem: /"argumentſ" differ only by letter case/ },
+  )
+  // With no `arguments` beside it: the gate reads a call with none, Go the variant's.
+  t.match(
+    mcp(
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"refund","argumentſ":{"amount":1000000}}}',
+    ),
     { ok: false, problem: /argumentſ differs/ },
   )
   t.match(graphql('{"query":"{ viewer }","variableſ":{}}'), { ok: false })
+  // Inside arguments too: mcp-go binds them to a struct, matching names regardless of case.
+  t.match(mcp(toolCall('{"accountId":"1","accountid":"2"}')), {
+    ok: false,
+    problem: /"accountId" and "accountid" differ only by letter case/,
+  })
+  t.match(mcp(toolCall('{"a":{"K":1},"b":{"\u212a":2}}')), { ok: true }, 'in different objects')
 })
 
 t.test('a charset named twice, or unreadably, is refused (parsers disagree on which counts)', async (t) => {
@@ -327,3 +340,89 @@ t.test(
     )
   },
 )
+
+t.test(
+  'GraphQL: what other lexers read otherwise is refused (found in a review against gqlgen and graphql-ruby)',
+  async (t) => {
+    const doc = (q: string) => JSON.stringify({ query: q })
+    // graphql-js ends the block string at the first """; gqlparser at the last three of the run.
+    t.match(
+      graphql(
+        doc('mutation { tag(labels: ["""x"""" ]) { id } del: deleteUser(id: 7) { id } } #"]) { id } }'),
+      ),
+      { ok: false, problem: /four or more quotes/ },
+    )
+    // A bare CR ends a comment for graphql-js, not for graphql-ruby's lexer.
+    t.match(
+      graphql(
+        doc('mutation { tag(labels: ["a" #\r"""\n]) { id } del: deleteUser(id: 7) { id } }\n#"""]) { id } }'),
+      ),
+      { ok: false, problem: /carriage return/ },
+    )
+    t.match(graphql(doc('mutation { closeIssue(id: "a\\uD83D\\uDE00b") }')), {
+      ok: false,
+      problem: /surrogate/,
+    })
+    t.match(graphql(doc('mutation { closeIssue(id: "a\\u{d83d}b") }')), { ok: false, problem: /surrogate/ })
+    t.equal(targetOf(doc('mutation { closeIssue(id: "caf\\u00e9") }\r\n')), 'café', 'other escapes, CRLF')
+    t.equal(
+      targetOf(doc('mutation { closeIssue(id: """say "hi" """) }')),
+      'say "hi" ',
+      'quotes inside a block string',
+    )
+  },
+)
+
+t.test('GraphQL: a URL naming a parameter as Rack or qs reads it is refused', async (t) => {
+  const body = '{"query":"{ me { id } }"}'
+  for (const path of [
+    '/graphql?%5Bquery%5D=mutation%7BdeleteAll%7D',
+    '/graphql?query%5D=mutation%7BdeleteAll%7D',
+    '/graphql?x=1;query=mutation%7BdeleteAll%7D',
+  ])
+    t.match(graphql(body, 'POST', path), { ok: false }, path)
+  t.match(
+    graphql(
+      '',
+      'GET',
+      `/graphql?query=${encodeURIComponent('{me}#')};query=${encodeURIComponent('mutation{deleteAll}')}`,
+    ),
+    { ok: false, problem: /";"/ },
+    'GET: Rack takes the last query',
+  )
+  t.match(graphql(body, 'POST', '/graphql?tag=%5Bx%5D'), { ok: true }, 'brackets in a value are no name')
+})
+
+t.test('GraphQL: HEAD is read as GET, and a mutation by HEAD is refused', async (t) => {
+  t.match(graphql('', 'HEAD', `/graphql?query=${encodeURIComponent('mutation { deleteAll }')}`), {
+    ok: false,
+    problem: /a mutation sent by HEAD/,
+  })
+  t.match(graphql('', 'HEAD', `/graphql?query=${encodeURIComponent('{ viewer }')}`), { ok: true, reads: 1 })
+})
+
+t.test('a body that is not valid UTF-8, or starts with a byte-order mark, is refused', async (t) => {
+  const invalid = Buffer.concat([
+    Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/list","x":"'),
+    Buffer.from([0xff]),
+    Buffer.from('"}'),
+  ])
+  t.match(readMcpRequest({ contentType: 'application/json', body: invalid }), {
+    ok: false,
+    problem: /not valid UTF-8/,
+  })
+  t.match(
+    readGraphqlRequest({
+      method: 'POST',
+      pathWithQuery: '/graphql',
+      contentType: 'application/json',
+      body: invalid,
+    }),
+    { ok: false, problem: /not valid UTF-8/ },
+  )
+  const bom = Buffer.concat([
+    Buffer.from([0xef, 0xbb, 0xbf]),
+    Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/list"}'),
+  ])
+  t.match(readMcpRequest({ contentType: 'application/json', body: bom }), { ok: false })
+})
