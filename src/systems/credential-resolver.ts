@@ -10,12 +10,15 @@ import type { CredentialRef } from './system-definition.js'
  * its own upstream and have writegate send it the database URL, the Redis password or
  * another tenant's token. The allowance is per process (`credentials.allowEnv`,
  * `credentials.allowFiles`), optionally per tenant (`ten_…:NAME`); references in the
- * operator's own systems or routes file are allowed as written, for the tenant they enrol.
+ * operator's own systems or routes file are allowed as written, for the tenant they enrol and
+ * the upstream (its origin) they are sent to there: a tenant admin who may use the operator's
+ * GitHub token through the gate may not enrol a system that sends it to a server of its own.
  */
 export type ResolvedCredential = { ok: true; header: string; value: string } | { ok: false; problem: string }
 
 export interface CredentialResolver {
-  resolve(tenantId: string, ref: CredentialRef): ResolvedCredential
+  /** `upstream`: the URL the secret is sent to (a reference in the operator's files holds only for its own). */
+  resolve(tenantId: string, ref: CredentialRef, upstream: string): ResolvedCredential
 }
 
 export interface CredentialAllowance {
@@ -117,6 +120,17 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 export interface OperatorRef {
   tenantId: string | null
   ref: CredentialRef
+  /** The upstream the operator's file sends it to. */
+  upstream: string
+}
+
+/** An upstream's origin (scheme, host, port), or null for one that does not parse. */
+function originOf(url: string): string | null {
+  try {
+    return new URL(url).origin
+  } catch {
+    return null
+  }
 }
 
 export function createCredentialResolver(deps: {
@@ -135,10 +149,12 @@ export function createCredentialResolver(deps: {
   const operatorRefs = deps.operatorRefs ?? []
   // Another tenant's operator reference is no allowance: an admin could otherwise enrol a system
   // of its own that names it, and have writegate send that tenant's secret to its upstream.
-  const operatorAllows = (tenantId: string, names: (ref: CredentialRef) => boolean) =>
+  const operatorAllows = (tenantId: string, upstream: string, names: (ref: CredentialRef) => boolean) =>
     operatorRefs.some(
       (o) =>
         names(o.ref) &&
+        originOf(o.upstream) !== null &&
+        originOf(o.upstream) === originOf(upstream) &&
         (o.tenantId === tenantId ||
           (o.tenantId === null && (deps.unboundTenant === undefined || deps.unboundTenant() === tenantId))),
     )
@@ -146,10 +162,14 @@ export function createCredentialResolver(deps: {
   function secret(
     tenantId: string,
     ref: CredentialRef,
+    upstream: string,
   ): { ok: true; value: string } | { ok: false; problem: string } {
     if (ref.fromEnv !== undefined) {
       const name = ref.fromEnv
-      if (!operatorAllows(tenantId, (r) => r.fromEnv === name) && !envAllowed(envEntries, tenantId, name))
+      if (
+        !operatorAllows(tenantId, upstream, (r) => r.fromEnv === name) &&
+        !envAllowed(envEntries, tenantId, name)
+      )
         return {
           ok: false,
           problem: `environment variable ${name} is not allowed by credentials.allowEnv (WRITEGATE_CREDENTIALS_ALLOW_ENV)`,
@@ -161,7 +181,7 @@ export function createCredentialResolver(deps: {
       return { ok: true, value: v }
     }
     const file = ref.fromFile as string
-    const operator = operatorAllows(tenantId, (r) => r.fromFile === file)
+    const operator = operatorAllows(tenantId, upstream, (r) => r.fromFile === file)
     const mine = fileEntries.filter((e) => forTenant(e, tenantId))
     const notAllowed = {
       ok: false as const,
@@ -190,8 +210,8 @@ export function createCredentialResolver(deps: {
   }
 
   return {
-    resolve(tenantId, ref) {
-      const s = secret(tenantId, ref)
+    resolve(tenantId, ref, upstream) {
+      const s = secret(tenantId, ref, upstream)
       if (!s.ok) return s
       const value = ref.prefix + s.value
       if (!HEADER_VALUE.test(value))
@@ -217,7 +237,7 @@ export function credentialResolverFor(
     operatorRefs: files.flatMap(
       (f) =>
         f?.systems.flatMap((s) =>
-          s.credential ? [{ tenantId: s.tenantId ?? null, ref: s.credential }] : [],
+          s.credential ? [{ tenantId: s.tenantId ?? null, ref: s.credential, upstream: s.upstream }] : [],
         ) ?? [],
     ),
     ...(unboundTenant ? { unboundTenant } : {}),

@@ -66,3 +66,53 @@ t.test("a tenant cannot have another tenant's operator credential injected", asy
   t.equal(sent.status, 200, JSON.stringify(sent.body))
   t.equal(victimUpstream.requests.at(-1)?.headers.authorization, `Bearer ${CREDENTIAL_SECRET}`)
 })
+
+/**
+ * The same tenant's admin may use the operator's credential through the systems the operator
+ * enrolled, but not send it elsewhere: the secret is the operator's to place (found in review).
+ */
+t.test("a tenant admin cannot point the operator's credential at an upstream of its own", async (t) => {
+  const operatorUpstream = await startRecordingServer(t)
+  const ownUpstream = await startRecordingServer(t)
+  const s = await startWithTenantSystems(t, 'fake', (tenantId) =>
+    billingSystems(tenantId, operatorUpstream.origin),
+  )
+  const enrolled = await s.api.post(
+    '/v1/systems',
+    {
+      systemId: 'sys_mine',
+      upstream: ownUpstream.origin,
+      credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: CREDENTIAL_ENV },
+      routes: [{ method: 'POST', path: '/v1/*', verb: 'verify' }],
+    },
+    { bearer: s.tenant.apiKey },
+  )
+  t.equal(enrolled.status, 201)
+  const checked = await s.api.post(
+    '/v1/check',
+    { verb: 'verify', request: { systemId: 'sys_mine', method: 'POST', path: '/v1/x' } },
+    { bearer: s.tenant.apiKey },
+  )
+  const executed = await s.api.post(
+    '/v1/execute',
+    { systemId: 'sys_mine', method: 'POST', path: '/v1/x', leaseId: checked.body.leaseId },
+    { bearer: s.tenant.apiKey },
+  )
+  t.match(executed.body, { ok: false, reason: 'credential_unavailable', upstreamCalled: false })
+  t.same(ownUpstream.requests, [], 'its own upstream received nothing')
+  const own = await s.api.post(
+    '/v1/check',
+    { verb: 'verify', request: { systemId: 'sys_billing', method: 'POST', path: '/v1/verify' } },
+    { bearer: s.tenant.apiKey },
+  )
+  await s.api.post(
+    '/v1/execute',
+    { systemId: 'sys_billing', method: 'POST', path: '/v1/verify', leaseId: own.body.leaseId },
+    { bearer: s.tenant.apiKey },
+  )
+  t.equal(
+    operatorUpstream.requests.at(-1)?.headers.authorization,
+    `Bearer ${CREDENTIAL_SECRET}`,
+    "the operator's system still has it injected",
+  )
+})
