@@ -39,3 +39,9 @@ export function markChunked(req: IncomingMessage, read: Buffer | undefined): voi
   const te = req.headers['transfer-encoding']
   if (!read && te !== undefined) (req as IncomingMessage & { wgChunked?: string }).wgChunked = te
 }
+
+/** Whether a request says it carries a body: a Transfer-Encoding, or a Content-Length above 0. */
+export function carriesBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length']
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
+}

@@ -25,7 +25,7 @@ import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import { PrivateAddressRefused } from '../systems/public-address-lookup.js'
-import { frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
+import { carriesBody, frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
@@ -127,6 +127,8 @@ type Forwarded = IncomingMessage & {
   wgCut?: boolean
   /** The answer is relayed rewritten (MCP's filterToolsList), not piped. */
   wgRewrite?: RewrittenAnswer
+  /** Its upstream connection is not kept for another request (a read that carried a body). */
+  wgCloseUpstream?: boolean
 }
 
 /**
@@ -223,6 +225,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed) res.destroy()
       })
+      // Node keeps a connection whose answer says keep-alive, though the request said close:
+      // not this one (see forward).
+      if (r.wgCloseUpstream)
+        (proxyRes as unknown as { req: { shouldKeepAlive: boolean } }).req.shouldKeepAlive = false
       blankHopByHop(proxyRes.headers)
       // http-proxy fills a missing Connection from the request's, which forwardedHeaders left out, or
       // else says keep-alive: a client that sent Connection: close would be kept waiting on an
@@ -287,12 +293,21 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
+    // A read that passes ungated with a body goes out on a connection of its own. Servers with
+    // a CL.0 flaw ignore a GET's body: its bytes would start a request of the agent's writing,
+    // whose own length swallows the next request the proxy sends on that pooled connection,
+    // injected credential and all, where the agent can read it back.
+    const closeAfter = receiptId === null && !buffered && carriesBody(req.headers)
     req.headers = forwardedHeaders(
       req.headers,
       STRIPPED,
       credential
-        ? { [credential.header]: credential.value, [RECEIPT_HEADER]: receiptId }
-        : { [RECEIPT_HEADER]: receiptId },
+        ? {
+            [credential.header]: credential.value,
+            [RECEIPT_HEADER]: receiptId,
+            connection: closeAfter ? 'close' : null,
+          }
+        : { [RECEIPT_HEADER]: receiptId, connection: closeAfter ? 'close' : null },
       // A rewritten answer is read whole: asked for uncompressed (one that comes compressed anyway is refused).
       rewritten ? 'accept-encoding' : undefined,
     )
@@ -304,6 +319,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     r.wgStart = performance.now()
     if (receiptId) r.wgReceipt = receiptId
     if (rewritten) r.wgRewrite = rewritten
+    if (closeAfter) r.wgCloseUpstream = true
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'

@@ -1,6 +1,9 @@
 import { request } from 'node:http'
+import { type AddressInfo, connect, createServer } from 'node:net'
 import t from 'tap'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { startFleet } from '../helpers/fleet.js'
+import { billingSystems } from '../helpers/proxy-fixtures.js'
 
 /**
  * A body must reach the upstream framed as one body, whatever the agent's framing says: the
@@ -93,3 +96,82 @@ t.test('no framing an agent sends gets a body past the gate as a request of its 
     'the denied refund never reached the upstream',
   )
 })
+
+/**
+ * An upstream with a CL.0 flaw (it never reads a GET's body, so those bytes start its next
+ * request) must not let a read's body splice the proxy's next request, injected credential and
+ * all, into a request of the agent's writing that stores it where the agent can read it back
+ * (found in review). A read with a body goes out on a connection of its own.
+ */
+t.test("a read's body cannot capture the next request on a pooled upstream connection", async (t) => {
+  const stored: string[] = []
+  const seen: string[] = []
+  const upstream = createServer((socket) => {
+    let buf = ''
+    socket.on('data', (d) => {
+      buf += d.toString('latin1')
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n')
+        if (end === -1) return
+        const head = buf.slice(0, end)
+        const method = head.split(' ')[0]
+        const length = Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0)
+        let used = end + 4
+        // The flaw: a GET's body is left on the connection, to be read as the next request.
+        if (method !== 'GET') {
+          if (buf.length < used + length) return
+          stored.push(buf.slice(used, used + length))
+          used += length
+        }
+        seen.push(head)
+        buf = buf.slice(used)
+        const reply = method === 'GET' ? 'ok' : 'stored'
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${reply.length}\r\n\r\n${reply}`)
+      }
+    })
+    socket.on('error', () => {})
+  })
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r))
+  t.teardown(() => upstream.close())
+  const origin = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
+  const bench = await startBillingProxy(t, { systems: () => billingSystems(origin) })
+  const smuggled = 'POST /v1/comments HTTP/1.1\r\nHost: x\r\nContent-Length: 120\r\n\r\nc='
+  const first = await rawExchange(
+    bench.port,
+    `GET /sys_billing/v1/static HTTP/1.1\r\nHost: x\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+  )
+  t.match(first, /^HTTP\/1\.1 200/, 'the read is answered')
+  const second = await rawExchange(bench.port, 'GET /sys_billing/v1/next HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.match(second, /^HTTP\/1\.1 200[^]*\r\n\r\nok$/, 'the next read is answered as itself, on a connection of its own')
+  t.match(seen[0], /\r\nconnection: close/i, 'the read with a body went out asking to close')
+  t.notOk(
+    stored.some((s) => s.includes('up-secret')),
+    `no request of the proxy's, credential and all, was captured: ${JSON.stringify(stored)}`,
+  )
+  t.notMatch(
+    seen.find((h) => h.startsWith('GET /v1/next')) ?? '',
+    /\r\nconnection: close/i,
+    'a read without a body keeps its connection',
+  )
+})
+
+/** Sends raw bytes, and reads what comes back until the answer's body is complete or the socket ends. */
+function rawExchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text))
+    let out = ''
+    const done = () => {
+      socket.destroy()
+      resolve(out)
+    }
+    socket.on('data', (d) => {
+      out += d.toString('latin1')
+      const end = out.indexOf('\r\n\r\n')
+      const length = Number(/content-length:\s*(\d+)/i.exec(out)?.[1] ?? Number.NaN)
+      if (end !== -1 && out.length >= end + 4 + length) done()
+    })
+    socket.on('end', done)
+    socket.on('error', reject)
+    socket.setTimeout(10_000, () => reject(new Error('no answer')))
+  })
+}
