@@ -39,8 +39,8 @@ export function readableRequest(a: PendingAction): ReadableRequest | null {
       const body: unknown = JSON.parse(text)
       // Nested too deep to serialise back (the agent's body is not checked on the way in), or
       // read one way by JSON.parse and maybe another by the upstream (a member given twice, a
-      // number no double holds): the exact text, not a tree that would show one reading.
-      if (!nestedDeeperThan(body) && jsonAmbiguity(text) === null)
+      // number whose digits are not the value JavaScript reads, names twice but for case): the exact text, not a tree that would show one reading.
+      if (!nestedDeeperThan(body) && jsonAmbiguity(text, { goCase: true }) === null)
         return { ...base, bodyEncoding: 'json', body }
     } catch {}
   }

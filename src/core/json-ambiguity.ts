@@ -7,19 +7,20 @@ import { goFold } from './case-fold.js'
  * - A member name used twice in one object. `JSON.parse` keeps the last; RapidJSON's
  *   `FindMember` and simdjson's `find_field` return the first. `{"amount":1,"amount":1000000}`
  *   is a refund of 1 to the gate and of 1,000,000 to such a server.
- * - A number no double holds exactly. `JSON.parse` rounds `12345678901234567891` to
+ * - A number whose digits are not the value JavaScript reads. `JSON.parse` rounds `12345678901234567891` to
  *   …7000, so a target templated from it names another object than the one a server with
  *   big integers or decimals acts on; `1e400` becomes `Infinity`.
  * - An unpaired surrogate (`"\ud800"`), which parsers keep, replace with U+FFFD or refuse.
- * - Two member names of one object that differ only by letter case: Go's decoder matches a
- *   struct field regardless of case and keeps the last (mcp-go binds tool arguments so), so
- *   `{"accountId":"1","accountid":"2"}` is account 1 to the gate and 2 to such a server.
+ * - With `goCase`, two member names of one object that differ only by letter case: Go's
+ *   decoder matches a struct field regardless of case and keeps the last (mcp-go binds tool
+ *   arguments so), so `{"accountId":"1","accountid":"2"}` is account 1 to the gate and 2 to
+ *   such a server. Not for GraphQL variables, which Go servers read into maps by exact name.
  *
  * The gate refuses such a body where it reads values out of it to decide (MCP arguments,
  * GraphQL variables), and an approver is shown its exact text rather than a parsed tree.
  * `text` must already be valid JSON (`JSON.parse` accepted it): this only looks for the above.
  */
-export function jsonAmbiguity(text: string): string | null {
+export function jsonAmbiguity(text: string, opts: { goCase: boolean }): string | null {
   // The names seen so far in each open object, folded as Go matches them; null for an open array.
   const open: (Map<string, string> | null)[] = []
   const n = text.length
@@ -36,7 +37,7 @@ export function jsonAmbiguity(text: string): string | null {
       if (text.charCodeAt(i) === COLON) {
         const names = open[open.length - 1]
         if (names) {
-          const folded = goFold(s)
+          const folded = opts.goCase ? goFold(s) : s
           const seen = names.get(folded)
           if (seen === s) return `member ${JSON.stringify(s)} appears twice in one object`
           if (seen !== undefined)
@@ -85,8 +86,20 @@ const isNumberChar = (c: number) =>
 
 const clip = (token: string) => (token.length > 40 ? `${token.slice(0, 40)}…` : token)
 
-/** Whether the decimal a JSON number token writes is the value of the double it parses to. */
+/**
+ * Longer than any number a double's shortest form needs (17 digits, a sign, a point and an
+ * exponent); beyond it a token is refused unread, so no number costs more than this to judge.
+ */
+const MAX_NUMBER_LENGTH = 400
+
+/**
+ * Whether a JSON number token writes the same decimal value as the shortest form of the double
+ * it parses to, the value the gate reads and templates (`String(n)`). `12345678901234567891`,
+ * `1e400`, and `2^70` written out in full are not: the first two name another value, the last
+ * is rendered `1.1805916207174113e+21`, which a server reading big integers does not see.
+ */
 export function exactDouble(token: string): boolean {
+  if (token.length > MAX_NUMBER_LENGTH) return false
   const value = Number(token)
   if (!Number.isFinite(value)) return false
   const shortest = String(value)
@@ -109,10 +122,13 @@ function decimal(s: string): Decimal {
   const fraction = m[3] ?? ''
   let digits = (m[2] as string) + fraction
   let exponent = Number(m[4] ?? 0) - fraction.length
-  digits = digits.replace(/^0+/, '')
-  const trailing = digits.length - digits.replace(/0+$/, '').length
-  digits = digits.slice(0, digits.length - trailing)
-  exponent += trailing
+  // By index, not by a regex: `/0+$/` on `10…01` tries every run of zeros to its end (quadratic).
+  let start = 0
+  while (start < digits.length && digits.charCodeAt(start) === 0x30) start++
+  let end = digits.length
+  while (end > start && digits.charCodeAt(end - 1) === 0x30) end--
+  exponent += digits.length - end
+  digits = digits.slice(start, end)
   return { negative: m[1] === '-', digits, exponent }
 }
 

@@ -30,7 +30,7 @@ export function documentTextAmbiguity(query: string): string | null {
 /**
  * What in a document's own values could be read two ways, as `jsonAmbiguity` finds in JSON: an
  * argument or input field given twice (the gate's reading keeps the last; a server that does not
- * validate could take the first), and a number no double holds exactly (a server may take an
+ * validate could take the first), and a number whose digits are not the value JavaScript reads (a server may take an
  * `ID` or a custom scalar from its digits, the gate's target from the rounded double).
  */
 export function literalAmbiguity(doc: DocumentNode): string | null {

@@ -67,7 +67,7 @@ function operationsOf(
         return 'variables is not JSON'
       }
       if (nestedDeeperThan(variables)) return TOO_DEEP
-      const ambiguity = jsonAmbiguity(raw)
+      const ambiguity = jsonAmbiguity(raw, { goCase: false })
       if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
     }
     if (!variablesObject(variables)) return NOT_AN_OBJECT
@@ -93,7 +93,7 @@ function operationsOf(
     return 'the body is not JSON'
   }
   if (nestedDeeperThan(json)) return TOO_DEEP
-  const ambiguity = jsonAmbiguity(text)
+  const ambiguity = jsonAmbiguity(text, { goCase: false })
   if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
   const entries = Array.isArray(json) ? json : [json]
   if (entries.length === 0 || entries.length > MAX_DOCUMENTS)

@@ -59,7 +59,7 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   // Arguments are templated into targets and staged: past this, reading them could exhaust the stack.
   if (nestedDeeperThan(json))
     return { ok: false, problem: `the message nests deeper than ${MAX_JSON_DEPTH} levels` }
-  const ambiguity = jsonAmbiguity(text)
+  const ambiguity = jsonAmbiguity(text, { goCase: true })
   if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_ALIKE}` }
   const batch = Array.isArray(json)
   const messages = batch ? (json as unknown[]) : [json]
