@@ -424,10 +424,16 @@ export function createApprovalService(deps: {
     } catch (err) {
       if (
         err instanceof WriteGateError &&
-        (err.def === ERRORS.totpInvalid || err.def === ERRORS.approvalLocked)
+        (err.def === ERRORS.totpInvalid ||
+          err.def === ERRORS.approvalLocked ||
+          err.def === ERRORS.stepUpLocked)
       ) {
         const failure =
-          err.def === ERRORS.approvalLocked ? 'locked' : String(err.detail?.reason ?? 'wrong_code')
+          err.def === ERRORS.approvalLocked
+            ? 'locked'
+            : err.def === ERRORS.stepUpLocked
+              ? 'step_up_locked'
+              : String(err.detail?.reason ?? 'wrong_code')
         const d = draft({
           receiptId: newId('receipt'),
           tenantId: caller.tenantId,

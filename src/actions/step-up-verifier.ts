@@ -10,8 +10,13 @@ import type { Stores } from '../store/ports/index.js'
 
 export type Verification = 'totp' | 'backup_code'
 
-/** A code that matched and was unused when checked: what `consume` uses up. */
-export type StepUpProof = { kind: 'totp'; step: number } | { kind: 'backup_code'; index: number }
+/**
+ * A code that matched and was unused when checked: what `consume` uses up. `enrolment` is the
+ * sealed secret it was checked against: a re-enrolment in between voids it.
+ */
+export type StepUpProof =
+  | { kind: 'totp'; step: number; enrolment: string }
+  | { kind: 'backup_code'; index: number; enrolment: string }
 
 export interface StepUpVerifier {
   /**
@@ -27,13 +32,16 @@ export interface StepUpVerifier {
 }
 
 /**
- * Codes tried since the last one used, per tenant, across the portal's sign-in and approvals:
- * past this the authenticator is locked until the sponsor re-enrols it. The rate limits slow
- * guessing; this bounds it (NIST SP 800-63B §5.2.2: at most 100 consecutive failures). By
- * default they allow 30 sign-ins and 30 approval codes a tenant per 10 minutes: 8,640 guesses
- * a day, each right with odds of 3 in a million (three steps accepted), about 2.6% a day.
+ * Wrong codes a tenant's authenticator takes in `WRONG_CODE_WINDOW_SECONDS`, across the
+ * portal's sign-in and approvals: past this it is locked until the sponsor re-enrols it. The
+ * rate limits slow guessing; this bounds it. By default they allow 30 sign-ins and 30 approval
+ * codes a tenant per 10 minutes: 8,640 guesses a day, each right with odds of 3 in a million
+ * (three steps accepted), about 2.6% a day. A right code takes back only its own count, never
+ * the rest: were it to clear them (NIST SP 800-63B §5.2.2 caps *consecutive* failures at 100),
+ * a stolen admin key would get 99 guesses between any two approvals its tenant's humans make.
  */
 export const MAX_WRONG_CODES = 100
+export const WRONG_CODE_WINDOW_SECONDS = 30 * 24 * 3600
 
 const BACKUP_CODE_SHAPE = /^[23456789ABCDEFGHJKMNPQRSTVWXYZ]{10}$/
 
@@ -51,9 +59,9 @@ export function createStepUpVerifier(deps: {
   const { stores, keyring, clock, audit } = deps
   const invalid = (reason: string): never => fail(ERRORS.totpInvalid, { reason })
 
-  /** Counts the code before it is checked; past the limit, refuses it unchecked, right or not. */
+  /** Counts the code as wrong before it is checked; past the limit, refuses it unchecked, right or not. */
   async function countTried(tenantId: string): Promise<void> {
-    const tried = await stores.totp.countCodeTried(tenantId)
+    const tried = await stores.totp.countCodeTried(tenantId, nowSeconds(clock), WRONG_CODE_WINDOW_SECONDS)
     if (tried === null) return invalid('not_enrolled')
     if (tried <= MAX_WRONG_CODES) return
     // Once, as the lock engages: the authenticator is out of use until the sponsor re-enrols it.
@@ -78,27 +86,32 @@ export function createStepUpVerifier(deps: {
       // A code of neither shape can match nothing: refused without counting.
       if (!totpShaped && !BACKUP_CODE_SHAPE.test(normalizeBackupCode(trimmed))) return invalid('wrong_code')
       await countTried(tenantId)
+      const enrolled = await stores.totp.secret(tenantId)
+      if (!enrolled) return invalid('not_enrolled')
+      const enrolment = enrolled.secretEnc
       if (totpShaped) {
-        const enrolled = await stores.totp.secret(tenantId)
-        if (!enrolled) return invalid('not_enrolled')
-        const secret = openSecret(keyring, enrolled.secretEnc, `totp:${tenantId}`)
+        const secret = openSecret(keyring, enrolment, `totp:${tenantId}`)
         const step = await matchTotpStep(secret, trimmed, nowSeconds(clock))
         if (step === null) return invalid('wrong_code')
         if (enrolled.lastUsedStep !== null && step <= enrolled.lastUsedStep) return invalid('replayed')
-        return { kind: 'totp', step }
+        return { kind: 'totp', step, enrolment }
       }
       for (const c of await stores.totp.unusedBackupCodes(tenantId)) {
-        if (await backupCodeMatches(trimmed, c.salt, c.hash)) return { kind: 'backup_code', index: c.index }
+        if (await backupCodeMatches(trimmed, c.salt, c.hash))
+          return { kind: 'backup_code', index: c.index, enrolment }
       }
       return invalid('wrong_code')
     },
 
     async consume(tx, tenantId, proof) {
+      // Used already, or the authenticator re-enrolled since the check: no longer this code's.
       if (proof.kind === 'totp') {
-        if (!(await tx.totp.acceptStep(tenantId, proof.step))) return invalid('replayed')
-      } else if (!(await tx.totp.useBackupCode(tenantId, proof.index, nowSeconds(clock))))
+        if (!(await tx.totp.acceptStep(tenantId, proof.step, proof.enrolment))) return invalid('replayed')
+      } else if (!(await tx.totp.useBackupCode(tenantId, proof.index, nowSeconds(clock), proof.enrolment)))
         return invalid('replayed')
-      await tx.totp.clearCodesTried(tenantId)
+      // Locked by guesses made while this one was checked: it does not unlock it.
+      if (!(await tx.totp.uncountCodeTried(tenantId, MAX_WRONG_CODES)))
+        fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
       return proof.kind
     },
   }

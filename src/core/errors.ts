@@ -315,7 +315,7 @@ export const ERRORS = {
     'step_up_locked',
     403,
     'step-up authenticator locked',
-    'Too many wrong codes were tried since the last right one: the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
+    'More than 100 wrong codes in 30 days: the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
   ),
   approvalLocked: def(
     'approval_locked',

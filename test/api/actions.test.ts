@@ -614,9 +614,9 @@ t.test(
     const id = await s.stage()
     for (let i = 0; i < 49; i++) t.equal((await s.approve(id, { totpCode: 'AAAAA-AAAAA' })).status, 401)
     const right = await s.approve(id, { totpCode: await s.code() })
-    t.equal(right.status, 200, 'the 100th code is checked, and a right one starts the count again')
+    t.equal(right.status, 200, 'a right code is checked and used, and takes back only its own count')
     const id2 = await s.stage({ charge: 'ch_2', amount: 2 })
-    for (let i = 0; i < 100; i++) await s.approve(id2, { totpCode: '000000' })
+    t.equal((await s.approve(id2, { totpCode: '000000' })).status, 401, 'the 100th wrong code is checked')
     s.clock.advance(60_000)
     const locked = await s.approve(id2, { totpCode: await s.code() })
     t.same(
@@ -632,6 +632,10 @@ t.test(
       (r) => r.kind === 'CREDENTIAL_REVOKED' && r.detail.credential === 'totp',
     )
     t.equal(revoked.length, 1, 'the lock is on record, once')
+    t.ok(
+      (await s.receipts()).some((r) => r.kind === 'APPROVAL_FAILED' && r.detail.failure === 'step_up_locked'),
+      'and each locked attempt',
+    )
     t.match(revoked[0]?.detail, {
       reason: 'too_many_wrong_codes',
       wrongCodes: 100,

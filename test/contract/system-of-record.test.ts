@@ -212,25 +212,37 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
       t.equal(await s.totp.enrol(a, 'sealed', 1, codes, null), true)
       t.equal(await s.totp.enrol(a, 'other', 1, codes, null), false, 'a first enrolment is made once')
       t.same(await s.totp.secret(a), { secretEnc: 'sealed', lastUsedStep: null })
-      t.equal(await s.totp.acceptStep(a, 100), true)
-      t.equal(await s.totp.acceptStep(a, 100), false, 'the same step twice')
-      t.equal(await s.totp.acceptStep(a, 99), false, 'an older step')
-      t.equal(await s.totp.acceptStep(a, 101), true)
+      t.equal(await s.totp.acceptStep(a, 100, 'sealed'), true)
+      t.equal(await s.totp.acceptStep(a, 100, 'sealed'), false, 'the same step twice')
+      t.equal(await s.totp.acceptStep(a, 99, 'sealed'), false, 'an older step')
+      t.equal(
+        await s.totp.acceptStep(a, 102, 'other'),
+        false,
+        'checked against an enrolment that is not current',
+      )
+      t.equal(await s.totp.acceptStep(a, 101, 'sealed'), true)
       t.equal((await s.totp.unusedBackupCodes(a)).length, 2)
-      t.equal(await s.totp.useBackupCode(a, 1, 5), true)
-      t.equal(await s.totp.useBackupCode(a, 1, 6), false)
+      t.equal(await s.totp.useBackupCode(a, 0, 5, 'other'), false, 'a backup code of another enrolment')
+      t.equal(await s.totp.useBackupCode(a, 1, 5, 'sealed'), true)
+      t.equal(await s.totp.useBackupCode(a, 1, 6, 'sealed'), false)
       t.same(
         (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
         [0],
       )
-      t.equal(await s.totp.countCodeTried(a), 1)
-      t.equal(await s.totp.countCodeTried(a), 2, 'counted up')
-      await s.totp.clearCodesTried(a)
-      t.equal(await s.totp.countCodeTried(a), 1, 'cleared by a right code')
-      t.equal(await s.totp.countCodeTried('ten_none'), null, 'no authenticator, no count')
+      const day = 86_400
+      t.equal(await s.totp.countCodeTried(a, 1000, day), 1)
+      t.equal(await s.totp.countCodeTried(a, 1001, day), 2, 'counted up')
+      t.equal(await s.totp.uncountCodeTried(a, 2), true, 'a right code takes back its own')
+      t.equal(await s.totp.countCodeTried(a, 1002, day), 2, 'only its own')
+      t.equal(await s.totp.countCodeTried(a, 1003, day), 3)
+      t.equal(await s.totp.uncountCodeTried(a, 2), false, 'past the limit: locked, nothing taken back')
+      t.equal(await s.totp.countCodeTried(a, 1004, day), 4, 'still counting')
+      t.equal(await s.totp.countCodeTried(a, 1000 + day, day), 1, 'a window after the first: counted afresh')
+      t.equal(await s.totp.countCodeTried(a, 1001 + day, day), 2)
+      t.equal(await s.totp.countCodeTried('ten_none', 1000, day), null, 'no authenticator, no count')
       t.equal(await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }], 'sealed'), true)
       t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null }, 're-enrolment resets')
-      t.equal(await s.totp.countCodeTried(a), 1, 'the count too')
+      t.equal(await s.totp.countCodeTried(a, 1002 + day, day), 1, 'the count too')
       t.equal(
         await s.totp.enrol(a, 'sealed3', 3, [{ index: 5, salt: 's', hash: 'h3' }], 'sealed'),
         false,

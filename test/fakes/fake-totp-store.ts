@@ -14,7 +14,14 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
       } else if (!current || current.secretEnc !== replaces) {
         return false
       }
-      db.totp.set(ctx.tx, tenantId, { tenantId, secretEnc, createdAt: at, lastUsedStep: null, wrongCodes: 0 })
+      db.totp.set(ctx.tx, tenantId, {
+        tenantId,
+        secretEnc,
+        createdAt: at,
+        lastUsedStep: null,
+        wrongCodes: 0,
+        wrongCodesSince: null,
+      })
       // Every old code goes, used or not; the new ones start unused.
       for (const c of db.backupCodes.rows()) {
         if (c.tenantId === tenantId) db.backupCodes.delete(ctx.tx, key(tenantId, c.index))
@@ -31,19 +38,23 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
       const r = db.totp.get(tenantId)
       return r ? { secretEnc: r.secretEnc, lastUsedStep: r.lastUsedStep } : null
     },
-    async countCodeTried(tenantId) {
+    async countCodeTried(tenantId, at, windowSeconds) {
       const r = db.totp.get(tenantId)
       if (!r) return null
-      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes: r.wrongCodes + 1 })
-      return r.wrongCodes + 1
+      const fresh = r.wrongCodesSince === null || r.wrongCodesSince <= at - windowSeconds
+      const wrongCodes = fresh ? 1 : r.wrongCodes + 1
+      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes, wrongCodesSince: fresh ? at : r.wrongCodesSince })
+      return wrongCodes
     },
-    async clearCodesTried(tenantId) {
+    async uncountCodeTried(tenantId, limit) {
       const r = db.totp.get(tenantId)
-      if (r && r.wrongCodes !== 0) db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes: 0 })
+      if (!r || r.wrongCodes > limit) return false
+      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes: Math.max(r.wrongCodes - 1, 0) })
+      return true
     },
-    async acceptStep(tenantId, step) {
+    async acceptStep(tenantId, step, enrolment) {
       const r = db.totp.get(tenantId)
-      if (!r || (r.lastUsedStep !== null && r.lastUsedStep >= step)) return false
+      if (!r || r.secretEnc !== enrolment || (r.lastUsedStep !== null && r.lastUsedStep >= step)) return false
       db.totp.set(ctx.tx, tenantId, { ...r, lastUsedStep: step })
       return true
     },
@@ -54,10 +65,10 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
         .sort((a, b) => a.index - b.index)
         .map((c) => ({ index: c.index, salt: c.salt, hash: c.hash, usedAt: null }))
     },
-    async useBackupCode(tenantId, index, at) {
+    async useBackupCode(tenantId, index, at, enrolment) {
       const k = key(tenantId, index)
       const c = db.backupCodes.get(k)
-      if (!c || c.usedAt !== null) return false
+      if (!c || c.usedAt !== null || db.totp.get(tenantId)?.secretEnc !== enrolment) return false
       db.backupCodes.set(ctx.tx, k, { ...c, usedAt: at })
       return true
     },

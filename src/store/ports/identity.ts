@@ -116,16 +116,23 @@ export interface TotpStore {
   ): Promise<boolean>
   secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
   /**
-   * Counts one code about to be checked against the tenant's limit of wrong ones, before it is
-   * checked (parallel guesses cannot outrun the limit); returns the count including it, or null
-   * when the tenant has no authenticator.
+   * Counts one code about to be checked as wrong, before it is checked (parallel guesses cannot
+   * outrun the limit), in a window that starts at the first code counted and lasts
+   * `windowSeconds`; returns the count including it, or null when the tenant has no
+   * authenticator.
    */
-  countCodeTried(tenantId: string): Promise<number | null>
-  /** A right code was used: the count of wrong ones starts again. */
-  clearCodesTried(tenantId: string): Promise<void>
-  /** RFC 6238 replay rule: succeeds only when `step` is above every step accepted before. */
-  acceptStep(tenantId: string, step: number): Promise<boolean>
+  countCodeTried(tenantId: string, at: number, windowSeconds: number): Promise<number | null>
+  /**
+   * A right code is used: its count is taken back, unless the count is past `limit` (the lock
+   * engaged meanwhile): false, with nothing changed.
+   */
+  uncountCodeTried(tenantId: string, limit: number): Promise<boolean>
+  /**
+   * RFC 6238 replay rule: succeeds only when `step` is above every step accepted before, and
+   * the authenticator is still `enrolment` (the sealed secret the code was checked against).
+   */
+  acceptStep(tenantId: string, step: number, enrolment: string): Promise<boolean>
   unusedBackupCodes(tenantId: string): Promise<BackupCodeRecord[]>
-  /** Marks a backup code used; false when it was used concurrently. */
-  useBackupCode(tenantId: string, index: number, at: number): Promise<boolean>
+  /** Marks a backup code used; false when it was used concurrently, or the authenticator is no longer `enrolment`. */
+  useBackupCode(tenantId: string, index: number, at: number, enrolment: string): Promise<boolean>
 }

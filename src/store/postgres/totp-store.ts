@@ -12,7 +12,8 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
                       values (${tenantId}, ${secretEnc}, ${at})
                       on conflict (tenant_id) do nothing returning tenant_id`
           : await sql`update tenant_totp
-                      set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null, wrong_codes = 0
+                      set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null,
+                          wrong_codes = 0, wrong_codes_since = null
                       where tenant_id = ${tenantId} and secret_enc = ${replaces} returning tenant_id`
       if (rows.length !== 1) return false
       await sql`delete from backup_codes where tenant_id = ${tenantId}`
@@ -27,17 +28,25 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
         select secret_enc, last_used_step from tenant_totp where tenant_id = ${tenantId}`
       return r ? { secretEnc: r.secret_enc, lastUsedStep: numOrNull(r.last_used_step) } : null
     },
-    async countCodeTried(tenantId) {
+    async countCodeTried(tenantId, at, windowSeconds) {
       const [r] = await sql<{ wrong_codes: number }[]>`
-        update tenant_totp set wrong_codes = wrong_codes + 1 where tenant_id = ${tenantId} returning wrong_codes`
+        update tenant_totp set
+          wrong_codes = case when wrong_codes_since is null or wrong_codes_since <= ${at - windowSeconds}
+                             then 1 else wrong_codes + 1 end,
+          wrong_codes_since = case when wrong_codes_since is null or wrong_codes_since <= ${at - windowSeconds}
+                                   then ${at} else wrong_codes_since end
+        where tenant_id = ${tenantId} returning wrong_codes`
       return r ? Number(r.wrong_codes) : null
     },
-    async clearCodesTried(tenantId) {
-      await sql`update tenant_totp set wrong_codes = 0 where tenant_id = ${tenantId} and wrong_codes <> 0`
+    async uncountCodeTried(tenantId, limit) {
+      const rows = await sql`update tenant_totp set wrong_codes = greatest(wrong_codes - 1, 0)
+                             where tenant_id = ${tenantId} and wrong_codes <= ${limit}
+                             returning tenant_id`
+      return rows.length === 1
     },
-    async acceptStep(tenantId, step) {
+    async acceptStep(tenantId, step, enrolment) {
       const rows = await sql`update tenant_totp set last_used_step = ${step}
-                             where tenant_id = ${tenantId}
+                             where tenant_id = ${tenantId} and secret_enc = ${enrolment}
                                and (last_used_step is null or last_used_step < ${step})
                              returning tenant_id`
       return rows.length === 1
@@ -48,9 +57,11 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
         where tenant_id = ${tenantId} and used_at is null order by code_index`
       return rows.map((r) => ({ index: r.code_index, salt: r.salt, hash: r.hash, usedAt: null }))
     },
-    async useBackupCode(tenantId, index, at) {
+    async useBackupCode(tenantId, index, at, enrolment) {
       const rows = await sql`update backup_codes set used_at = ${at}
                              where tenant_id = ${tenantId} and code_index = ${index} and used_at is null
+                               and exists (select 1 from tenant_totp
+                                           where tenant_id = ${tenantId} and secret_enc = ${enrolment})
                              returning code_index`
       return rows.length === 1
     },
