@@ -36,7 +36,7 @@ import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
-import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
+import { isRead, type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
 import { relayRewritten } from './rewritten-response.js'
 import { sameAuthority } from './same-authority.js'
@@ -293,11 +293,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-    // A read that passes ungated with a body goes out on a connection of its own. Servers with
-    // a CL.0 flaw ignore a GET's body: its bytes would start a request of the agent's writing,
-    // whose own length swallows the next request the proxy sends on that pooled connection,
-    // injected credential and all, where the agent can read it back.
-    const closeAfter = receiptId === null && !buffered && carriesBody(req.headers)
+    // A read (GET, HEAD, OPTIONS) with a body goes out on a connection of its own, whether it
+    // passes ungated or was decided, streamed or read whole (a GraphQL GET). Servers with a CL.0
+    // flaw ignore such a body: its bytes would start a request of the agent's writing, whose own
+    // length swallows the next request the proxy sends on that pooled connection, injected
+    // credential and all, where the agent can read it back.
+    const closeAfter = isRead(req.method ?? '') && (carriesBody(req.headers) || (buffered?.length ?? 0) > 0)
     req.headers = forwardedHeaders(
       req.headers,
       STRIPPED,
