@@ -32,16 +32,19 @@ export interface StepUpVerifier {
 }
 
 /**
- * Wrong codes a tenant's authenticator takes in `WRONG_CODE_WINDOW_SECONDS`, across the
- * portal's sign-in and approvals: past this it is locked until the sponsor re-enrols it. The
- * rate limits slow guessing; this bounds it. By default they allow 30 sign-ins and 30 approval
- * codes a tenant per 10 minutes: 8,640 guesses a day, each right with odds of 3 in a million
- * (three steps accepted), about 2.6% a day. A right code takes back only its own count, never
- * the rest: were it to clear them (NIST SP 800-63B §5.2.2 caps *consecutive* failures at 100),
- * a stolen admin key would get 99 guesses between any two approvals its tenant's humans make.
+ * Wrong codes a tenant's authenticator takes, across the portal's sign-in and approvals, as a
+ * bucket of `MAX_WRONG_CODES` that drains by as many every `WRONG_CODE_DRAIN_SECONDS`: when it
+ * overflows the authenticator is locked, and stays locked (the bucket no longer drains) until
+ * the sponsor re-enrols it. So at most 100 wrong codes are checked in any span, plus 100 for
+ * every 30 days of it. The rate limits slow guessing; this bounds it. By default they allow 30
+ * sign-ins and 30 approval codes a tenant per 10 minutes: 8,640 guesses a day, each right with
+ * odds of 3 in a million (three steps accepted), about 2.6% a day. A right code takes back only
+ * its own count, never the rest: were it to clear them (NIST SP 800-63B §5.2.2 caps
+ * *consecutive* failures at 100), a stolen admin key would get 99 guesses between any two
+ * approvals its tenant's humans make.
  */
 export const MAX_WRONG_CODES = 100
-export const WRONG_CODE_WINDOW_SECONDS = 30 * 24 * 3600
+export const WRONG_CODE_DRAIN_SECONDS = 30 * 24 * 3600
 
 const BACKUP_CODE_SHAPE = /^[23456789ABCDEFGHJKMNPQRSTVWXYZ]{10}$/
 
@@ -61,11 +64,17 @@ export function createStepUpVerifier(deps: {
 
   /** Counts the code as wrong before it is checked; past the limit, refuses it unchecked, right or not. */
   async function countTried(tenantId: string): Promise<void> {
-    const tried = await stores.totp.countCodeTried(tenantId, nowSeconds(clock), WRONG_CODE_WINDOW_SECONDS)
+    const tried = await stores.totp.countCodeTried(
+      tenantId,
+      nowSeconds(clock),
+      MAX_WRONG_CODES,
+      MAX_WRONG_CODES / WRONG_CODE_DRAIN_SECONDS,
+    )
     if (tried === null) return invalid('not_enrolled')
     if (tried <= MAX_WRONG_CODES) return
     // Once, as the lock engages: the authenticator is out of use until the sponsor re-enrols it.
-    if (tried === MAX_WRONG_CODES + 1)
+    // (The level before this code was within the limit.)
+    if (tried - 1 <= MAX_WRONG_CODES)
       await audit.append([
         credentialReceipt({
           tenantId,
@@ -104,14 +113,15 @@ export function createStepUpVerifier(deps: {
     },
 
     async consume(tx, tenantId, proof) {
+      // Locked by guesses made while this one was checked: it does not unlock it. First, so the
+      // authenticator's row is locked before a backup code's, in the order a re-enrolment takes them.
+      if (!(await tx.totp.uncountCodeTried(tenantId, MAX_WRONG_CODES)))
+        fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
       // Used already, or the authenticator re-enrolled since the check: no longer this code's.
       if (proof.kind === 'totp') {
         if (!(await tx.totp.acceptStep(tenantId, proof.step, proof.enrolment))) return invalid('replayed')
       } else if (!(await tx.totp.useBackupCode(tenantId, proof.index, nowSeconds(clock), proof.enrolment)))
         return invalid('replayed')
-      // Locked by guesses made while this one was checked: it does not unlock it.
-      if (!(await tx.totp.uncountCodeTried(tenantId, MAX_WRONG_CODES)))
-        fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
       return proof.kind
     },
   }

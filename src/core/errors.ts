@@ -315,7 +315,7 @@ export const ERRORS = {
     'step_up_locked',
     403,
     'step-up authenticator locked',
-    'More than 100 wrong codes in 30 days: the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
+    'Too many wrong codes (a bucket of 100 that drains by 100 every 30 days overflowed): the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
   ),
   approvalLocked: def(
     'approval_locked',

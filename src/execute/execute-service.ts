@@ -306,7 +306,7 @@ export function createExecuteService(deps: {
       // The credential this process injects: without it nothing is sent, and the lease stays unused.
       let credential: { header: string; value: string } | null = null
       if (req.system.credential) {
-        const resolved = deps.credentials.resolve(caller.tenantId, req.system.credential, req.system.upstream)
+        const resolved = deps.credentials.resolve(caller.tenantId, req.system.credential, req.system)
         if (!resolved.ok) {
           logger.warn(
             { tenantId: caller.tenantId, systemId: req.system.systemId, problem: resolved.problem },

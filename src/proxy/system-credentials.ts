@@ -29,7 +29,7 @@ export function createSystemCredentials(deps: {
       const now = deps.nowMs()
       const c = cache.get(key)
       if (c && c.version === system.version && now - c.at < deps.refreshMs) return c.resolved
-      const resolved = deps.resolver.resolve(system.tenantId, system.credential, system.upstream)
+      const resolved = deps.resolver.resolve(system.tenantId, system.credential, system)
       cache.set(key, { version: system.version, at: now, resolved })
       const before = problems.get(system.systemId) ?? null
       const after = resolved.ok ? null : resolved.problem

@@ -11,14 +11,16 @@ import type { CredentialRef } from './system-definition.js'
  * another tenant's token. The allowance is per process (`credentials.allowEnv`,
  * `credentials.allowFiles`), optionally per tenant (`ten_…:NAME`); references in the
  * operator's own systems or routes file are allowed as written, for the tenant they enrol and
- * the upstream (its origin) they are sent to there: a tenant admin who may use the operator's
- * GitHub token through the gate may not enrol a system that sends it to a server of its own.
+ * the upstream they are sent to there (its origin, and the CA bundle it is verified against),
+ * in the header the file names: a tenant admin who may use the operator's GitHub token through
+ * the gate may not enrol a system that sends it to a server of its own, nor trust a CA of its
+ * own for GitHub's name.
  */
 export type ResolvedCredential = { ok: true; header: string; value: string } | { ok: false; problem: string }
 
 export interface CredentialResolver {
-  /** `upstream`: the URL the secret is sent to (a reference in the operator's files holds only for its own). */
-  resolve(tenantId: string, ref: CredentialRef, upstream: string): ResolvedCredential
+  /** `to`: where the secret is sent (a reference in the operator's files holds only for its own). */
+  resolve(tenantId: string, ref: CredentialRef, to: Destination): ResolvedCredential
 }
 
 export interface CredentialAllowance {
@@ -120,8 +122,20 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 export interface OperatorRef {
   tenantId: string | null
   ref: CredentialRef
-  /** The upstream the operator's file sends it to. */
+  /** Where the operator's file sends it. */
+  to: Destination
+}
+
+/** Where a credential goes: the upstream, and the CA bundle its certificate is verified against (none: the system trust store). */
+export interface Destination {
   upstream: string
+  caBundle?: string | null | undefined
+}
+
+/** The same place to send a secret to: one origin, one trust anchor. */
+function sameDestination(a: Destination, b: Destination): boolean {
+  const origin = originOf(a.upstream)
+  return origin !== null && origin === originOf(b.upstream) && (a.caBundle || null) === (b.caBundle || null)
 }
 
 /** An upstream's origin (scheme, host, port), or null for one that does not parse. */
@@ -149,12 +163,18 @@ export function createCredentialResolver(deps: {
   const operatorRefs = deps.operatorRefs ?? []
   // Another tenant's operator reference is no allowance: an admin could otherwise enrol a system
   // of its own that names it, and have writegate send that tenant's secret to its upstream.
-  const operatorAllows = (tenantId: string, upstream: string, names: (ref: CredentialRef) => boolean) =>
+  const operatorAllows = (
+    tenantId: string,
+    ref: CredentialRef,
+    to: Destination,
+    names: (ref: CredentialRef) => boolean,
+  ) =>
     operatorRefs.some(
       (o) =>
         names(o.ref) &&
-        originOf(o.upstream) !== null &&
-        originOf(o.upstream) === originOf(upstream) &&
+        sameDestination(o.to, to) &&
+        o.ref.header.toLowerCase() === ref.header.toLowerCase() &&
+        o.ref.prefix === ref.prefix &&
         (o.tenantId === tenantId ||
           (o.tenantId === null && (deps.unboundTenant === undefined || deps.unboundTenant() === tenantId))),
     )
@@ -162,12 +182,12 @@ export function createCredentialResolver(deps: {
   function secret(
     tenantId: string,
     ref: CredentialRef,
-    upstream: string,
+    to: Destination,
   ): { ok: true; value: string } | { ok: false; problem: string } {
     if (ref.fromEnv !== undefined) {
       const name = ref.fromEnv
       if (
-        !operatorAllows(tenantId, upstream, (r) => r.fromEnv === name) &&
+        !operatorAllows(tenantId, ref, to, (r) => r.fromEnv === name) &&
         !envAllowed(envEntries, tenantId, name)
       )
         return {
@@ -181,7 +201,7 @@ export function createCredentialResolver(deps: {
       return { ok: true, value: v }
     }
     const file = ref.fromFile as string
-    const operator = operatorAllows(tenantId, upstream, (r) => r.fromFile === file)
+    const operator = operatorAllows(tenantId, ref, to, (r) => r.fromFile === file)
     const mine = fileEntries.filter((e) => forTenant(e, tenantId))
     const notAllowed = {
       ok: false as const,
@@ -210,8 +230,8 @@ export function createCredentialResolver(deps: {
   }
 
   return {
-    resolve(tenantId, ref, upstream) {
-      const s = secret(tenantId, ref, upstream)
+    resolve(tenantId, ref, to) {
+      const s = secret(tenantId, ref, to)
       if (!s.ok) return s
       const value = ref.prefix + s.value
       if (!HEADER_VALUE.test(value))
@@ -237,7 +257,15 @@ export function credentialResolverFor(
     operatorRefs: files.flatMap(
       (f) =>
         f?.systems.flatMap((s) =>
-          s.credential ? [{ tenantId: s.tenantId ?? null, ref: s.credential, upstream: s.upstream }] : [],
+          s.credential
+            ? [
+                {
+                  tenantId: s.tenantId ?? null,
+                  ref: s.credential,
+                  to: { upstream: s.upstream, caBundle: s.caBundle },
+                },
+              ]
+            : [],
         ) ?? [],
     ),
     ...(unboundTenant ? { unboundTenant } : {}),

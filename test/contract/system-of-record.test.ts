@@ -229,20 +229,21 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
         (await s.totp.unusedBackupCodes(a)).map((c) => c.index),
         [0],
       )
-      const day = 86_400
-      t.equal(await s.totp.countCodeTried(a, 1000, day), 1)
-      t.equal(await s.totp.countCodeTried(a, 1001, day), 2, 'counted up')
-      t.equal(await s.totp.uncountCodeTried(a, 2), true, 'a right code takes back its own')
-      t.equal(await s.totp.countCodeTried(a, 1002, day), 2, 'only its own')
-      t.equal(await s.totp.countCodeTried(a, 1003, day), 3)
-      t.equal(await s.totp.uncountCodeTried(a, 2), false, 'past the limit: locked, nothing taken back')
-      t.equal(await s.totp.countCodeTried(a, 1004, day), 4, 'still counting')
-      t.equal(await s.totp.countCodeTried(a, 1000 + day, day), 1, 'a window after the first: counted afresh')
-      t.equal(await s.totp.countCodeTried(a, 1001 + day, day), 2)
-      t.equal(await s.totp.countCodeTried('ten_none', 1000, day), null, 'no authenticator, no count')
+      // A bucket of 3 that drains one code every 10 seconds (the verifier's is 100 a month).
+      const count = (at: number) => s.totp.countCodeTried(a, at, 3, 0.1)
+      t.equal(await count(1000), 1)
+      t.equal(await count(1000), 2, 'counted up')
+      t.equal(await s.totp.uncountCodeTried(a, 3), true, 'a right code takes back its own')
+      t.equal(await count(1000), 2, 'only its own')
+      t.equal(await count(1010), 2, 'ten seconds drained one')
+      t.equal(await count(1010), 3)
+      t.equal(await count(1010), 4, 'overflowing: the lock')
+      t.equal(await s.totp.uncountCodeTried(a, 3), false, 'locked: a right code takes nothing back')
+      t.equal(await count(100_000), 5, 'locked, it no longer drains')
+      t.equal(await s.totp.countCodeTried('ten_none', 1000, 3, 0.1), null, 'no authenticator, no count')
       t.equal(await s.totp.enrol(a, 'sealed2', 2, [{ index: 0, salt: 's', hash: 'h2' }], 'sealed'), true)
       t.same(await s.totp.secret(a), { secretEnc: 'sealed2', lastUsedStep: null }, 're-enrolment resets')
-      t.equal(await s.totp.countCodeTried(a, 1002 + day, day), 1, 'the count too')
+      t.equal(await count(100_001), 1, 'the count too')
       t.equal(
         await s.totp.enrol(a, 'sealed3', 3, [{ index: 5, salt: 's', hash: 'h3' }], 'sealed'),
         false,

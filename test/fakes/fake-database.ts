@@ -217,7 +217,7 @@ export interface TotpRow {
   createdAt: number
   lastUsedStep: number | null
   wrongCodes: number
-  wrongCodesSince: number | null
+  wrongCodesAt: number | null
 }
 export interface BackupCodeRow {
   tenantId: string

@@ -20,7 +20,7 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
         createdAt: at,
         lastUsedStep: null,
         wrongCodes: 0,
-        wrongCodesSince: null,
+        wrongCodesAt: null,
       })
       // Every old code goes, used or not; the new ones start unused.
       for (const c of db.backupCodes.rows()) {
@@ -38,12 +38,12 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
       const r = db.totp.get(tenantId)
       return r ? { secretEnc: r.secretEnc, lastUsedStep: r.lastUsedStep } : null
     },
-    async countCodeTried(tenantId, at, windowSeconds) {
+    async countCodeTried(tenantId, at, limit, drainPerSecond) {
       const r = db.totp.get(tenantId)
       if (!r) return null
-      const fresh = r.wrongCodesSince === null || r.wrongCodesSince <= at - windowSeconds
-      const wrongCodes = fresh ? 1 : r.wrongCodes + 1
-      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes, wrongCodesSince: fresh ? at : r.wrongCodesSince })
+      const drained = Math.max(0, at - (r.wrongCodesAt ?? at)) * drainPerSecond
+      const wrongCodes = r.wrongCodes > limit ? r.wrongCodes + 1 : Math.max(0, r.wrongCodes - drained) + 1
+      db.totp.set(ctx.tx, tenantId, { ...r, wrongCodes, wrongCodesAt: at })
       return wrongCodes
     },
     async uncountCodeTried(tenantId, limit) {

@@ -34,31 +34,47 @@ t.test('a reference resolves only to a secret the process allows, with its prefi
     env,
     allow: { env: ['BILLING_TOKEN', 'GITHUB_*', 'BAD'], files: [allowed] },
   })
-  t.same(r.resolve('ten_a', { header: 'Authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' }, UP), {
-    ok: true,
-    header: 'authorization',
-    value: 'Bearer s3cret',
-  })
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, UP), {
+  t.same(
+    r.resolve(
+      'ten_a',
+      { header: 'Authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
+      { upstream: UP },
+    ),
+    {
+      ok: true,
+      header: 'authorization',
+      value: 'Bearer s3cret',
+    },
+  )
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, { upstream: UP }), {
     ok: true,
     value: 'gh-a',
   })
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'token') }, UP), {
-    ok: true,
-    value: 'filesecret',
-  })
-  // An admin naming what the operator did not set aside gets nothing: no exfiltration of settings.
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'WRITEGATE_DATABASE_URL' }, UP), {
-    ok: false,
-    problem:
-      /WRITEGATE_DATABASE_URL is not allowed by credentials\.allowEnv \(WRITEGATE_CREDENTIALS_ALLOW_ENV\)/,
-  })
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(other, 'master.key') }, UP), {
-    ok: false,
-    problem: /is not below a directory of credentials\.allowFiles/,
-  })
   t.match(
-    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'escape') }, UP),
+    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'token') }, { upstream: UP }),
+    {
+      ok: true,
+      value: 'filesecret',
+    },
+  )
+  // An admin naming what the operator did not set aside gets nothing: no exfiltration of settings.
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'WRITEGATE_DATABASE_URL' }, { upstream: UP }),
+    {
+      ok: false,
+      problem:
+        /WRITEGATE_DATABASE_URL is not allowed by credentials\.allowEnv \(WRITEGATE_CREDENTIALS_ALLOW_ENV\)/,
+    },
+  )
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(other, 'master.key') }, { upstream: UP }),
+    {
+      ok: false,
+      problem: /is not below a directory of credentials\.allowFiles/,
+    },
+  )
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'escape') }, { upstream: UP }),
     {
       ok: false,
       problem: /is not below a directory/,
@@ -66,14 +82,18 @@ t.test('a reference resolves only to a secret the process allows, with its prefi
     'a symlink out of the allowed directory is followed, then refused',
   )
   t.match(
-    r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, '..', 'other', 'master.key') }, UP),
+    r.resolve(
+      'ten_a',
+      { header: 'x', prefix: '', fromFile: join(allowed, '..', 'other', 'master.key') },
+      { upstream: UP },
+    ),
     { ok: false },
   )
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_MISSING' }, UP), {
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_MISSING' }, { upstream: UP }), {
     ok: false,
     problem: /GITHUB_MISSING is not set/,
   })
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BAD' }, UP), {
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BAD' }, { upstream: UP }), {
     ok: false,
     problem: /line break/,
   })
@@ -84,20 +104,24 @@ t.test('entries may be for one tenant; the operator file references are allowed 
     env,
     allow: { env: ['ten_a:BILLING_TOKEN'], files: [] },
     operatorRefs: [
-      { tenantId: 'ten_a', ref: { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, upstream: UP },
+      { tenantId: 'ten_a', ref: { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, to: { upstream: UP } },
     ],
   })
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }, UP), { ok: true })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }, { upstream: UP }), {
+    ok: true,
+  })
   t.match(
-    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }, UP),
+    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'BILLING_TOKEN' }, { upstream: UP }),
     { ok: false },
     "another tenant cannot reach ten_a's secret",
   )
-  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, UP), { ok: true })
+  t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, { upstream: UP }), {
+    ok: true,
+  })
   // A tenant admin who names another tenant's file reference in a system of its own enrolment
   // would have writegate send that secret to its upstream.
   t.match(
-    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, UP),
+    r.resolve('ten_b', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, { upstream: UP }),
     { ok: false, problem: /not allowed/ },
     "ten_a's operator reference is no allowance for ten_b",
   )
@@ -108,16 +132,35 @@ t.test("an operator file's reference holds only for the upstream it sends the se
   const r = createCredentialResolver({
     env,
     allow: { env: [], files: [] },
-    operatorRefs: [{ tenantId: 'ten_a', ref, upstream: `${UP}/v3` }],
+    operatorRefs: [{ tenantId: 'ten_a', ref, to: { upstream: `${UP}/v3` } }],
   })
-  t.match(r.resolve('ten_a', ref, `${UP}/graphql`), { ok: true }, 'its origin, any path')
+  t.match(r.resolve('ten_a', ref, { upstream: `${UP}/graphql` }), { ok: true }, 'its origin, any path')
   for (const elsewhere of [
     'https://attacker.example',
     'http://api.github.example',
     'https://api.github.example:8443',
     'not a url',
   ])
-    t.match(r.resolve('ten_a', ref, elsewhere), { ok: false, problem: /not allowed/ }, elsewhere)
+    t.match(
+      r.resolve('ten_a', ref, { upstream: elsewhere }),
+      { ok: false, problem: /not allowed/ },
+      elsewhere,
+    )
+  t.match(
+    r.resolve('ten_a', ref, { upstream: UP, caBundle: '-----BEGIN CERTIFICATE-----' }),
+    { ok: false },
+    'a CA bundle of its own for that name: anyone it certifies would get the secret',
+  )
+  t.match(
+    r.resolve('ten_a', { ...ref, header: 'x-debug' }, { upstream: UP }),
+    { ok: false },
+    'another header',
+  )
+  t.match(
+    r.resolve('ten_a', { ...ref, header: 'X' }, { upstream: UP }),
+    { ok: true },
+    'header names are case-blind',
+  )
 })
 
 t.test("a routes file's references are its proxy's tenant's, once that is known", async (t) => {
@@ -126,20 +169,20 @@ t.test("a routes file's references are its proxy's tenant's, once that is known"
   const r = createCredentialResolver({
     env,
     allow: { env: [], files: [] },
-    operatorRefs: [{ tenantId: null, ref, upstream: UP }],
+    operatorRefs: [{ tenantId: null, ref, to: { upstream: UP } }],
     unboundTenant: () => bound,
   })
-  t.match(r.resolve('ten_a', ref, UP), { ok: false }, 'before the file is enrolled: no tenant')
+  t.match(r.resolve('ten_a', ref, { upstream: UP }), { ok: false }, 'before the file is enrolled: no tenant')
   bound = 'ten_a'
-  t.match(r.resolve('ten_a', ref, UP), { ok: true }, "the proxy's tenant")
-  t.match(r.resolve('ten_b', ref, UP), { ok: false }, 'no other tenant')
+  t.match(r.resolve('ten_a', ref, { upstream: UP }), { ok: true }, "the proxy's tenant")
+  t.match(r.resolve('ten_b', ref, { upstream: UP }), { ok: false }, 'no other tenant')
   // A standalone proxy serves one tenant: its routes file's references are that tenant's.
   const single = createCredentialResolver({
     env,
     allow: { env: [], files: [] },
-    operatorRefs: [{ tenantId: null, ref, upstream: UP }],
+    operatorRefs: [{ tenantId: null, ref, to: { upstream: UP } }],
   })
-  t.match(single.resolve('ten_a', ref, UP), { ok: true })
+  t.match(single.resolve('ten_a', ref, { upstream: UP }), { ok: true })
 })
 
 t.test("writegate's own settings cannot be allowed for injection", async (t) => {
@@ -167,37 +210,37 @@ t.test(
       allow: { env: ['BLANK', 'EMPTY'], files: [allowed] },
     })
     const ref = (over: Record<string, string>) => ({ header: 'authorization', prefix: 'Bearer ', ...over })
-    t.match(r.resolve('ten_a', ref({ fromEnv: 'BLANK' }), UP), {
+    t.match(r.resolve('ten_a', ref({ fromEnv: 'BLANK' }), { upstream: UP }), {
       ok: false,
       problem: /BLANK is not set or blank/,
     })
-    t.match(r.resolve('ten_a', ref({ fromEnv: 'EMPTY' }), UP), {
+    t.match(r.resolve('ten_a', ref({ fromEnv: 'EMPTY' }), { upstream: UP }), {
       ok: false,
       problem: /EMPTY is not set or blank/,
     })
-    t.match(r.resolve('ten_a', ref({ fromFile: join(allowed, 'blank') }), UP), {
+    t.match(r.resolve('ten_a', ref({ fromFile: join(allowed, 'blank') }), { upstream: UP }), {
       ok: false,
       problem: /is empty/,
     })
     t.match(
-      r.resolve('ten_a', ref({ fromFile: join(allowed, 'huge') }), UP),
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'huge') }), { upstream: UP }),
       { ok: false, problem: /larger than 65536 bytes/ },
       'a file past the limit is refused',
     )
     t.match(
-      r.resolve('ten_a', ref({ fromFile: join(allowed, 'largest') }), UP),
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'largest') }), { upstream: UP }),
       { ok: true },
       'one at the limit is read',
     )
     t.match(
-      r.resolve('ten_a', ref({ fromFile: join(allowed, 'fifo') }), UP),
+      r.resolve('ten_a', ref({ fromFile: join(allowed, 'fifo') }), { upstream: UP }),
       { ok: false, problem: /not a regular file/ },
       'a FIFO is refused, not waited on',
     )
     // Outside every allowed directory, whether it exists or not: one answer, nothing looked up.
     for (const path of [join(other, 'master.key'), join(other, 'no-such-file'), '/root/.ssh/id_rsa'])
       t.match(
-        r.resolve('ten_a', ref({ fromFile: path }), UP),
+        r.resolve('ten_a', ref({ fromFile: path }), { upstream: UP }),
         { ok: false, problem: /is not below a directory of credentials\.allowFiles/ },
         path,
       )

@@ -29,6 +29,7 @@ t.test('the same name in different objects, or in a string, is not a duplicate',
   t.match(amb('{"k":1,"\u212a":2}'), /differ only by letter case/, 'Kelvin sign is K to Go')
   t.match(amb('{"s":1,"ſ":2}'), /differ only by letter case/, 'long s is S to Go')
   t.equal(amb('{"ss":1,"ß":2,"fi":3,"ﬁ":4}'), null, 'no fold of one letter into two, as Go')
+  t.match(amb('{"ß":1,"ẞ":2}'), /differ only by letter case/, 'ẞ is ß to Go')
   t.equal(
     jsonAmbiguity('{"A":1,"a":2}', { goCase: false }),
     null,
@@ -132,11 +133,13 @@ function caseTwins(v: unknown): boolean {
   if (v === null || typeof v !== 'object') return false
   const keys = Object.keys(v)
   // Simple folding: a character whose upper of lower is one character becomes it.
+  const single = (s: string) => Array.from(s).length === 1
   const fold = (k: string) =>
-    [...k]
-      .map((c) =>
-        Array.from(c.toLowerCase().toUpperCase()).length === 1 ? c.toLowerCase().toUpperCase() : c,
-      )
+    Array.from(k)
+      .map((c) => {
+        const lower = c.toLowerCase()
+        return single(lower.toUpperCase()) ? lower.toUpperCase() : single(lower) ? lower : c
+      })
       .join('')
   if (new Set(keys.map(fold)).size < keys.length) return true
   return Object.values(v).some(caseTwins)

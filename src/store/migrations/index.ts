@@ -8,6 +8,7 @@ import * as m0007 from './0007-standing-history.js'
 import * as m0008 from './0008-action-system-version.js'
 import * as m0009 from './0009-invite-issuer.js'
 import * as m0010 from './0010-totp-wrong-codes.js'
+import * as m0011 from './0011-totp-wrong-code-bucket.js'
 
 export interface Migration {
   readonly version: number
@@ -27,4 +28,5 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 8, name: 'action-system-version', up: m0008.up },
   { version: 9, name: 'invite-issuer', up: m0009.up },
   { version: 10, name: 'totp-wrong-codes', up: m0010.up },
+  { version: 11, name: 'totp-wrong-code-bucket', up: m0011.up },
 ]

@@ -117,11 +117,11 @@ export interface TotpStore {
   secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
   /**
    * Counts one code about to be checked as wrong, before it is checked (parallel guesses cannot
-   * outrun the limit), in a window that starts at the first code counted and lasts
-   * `windowSeconds`; returns the count including it, or null when the tenant has no
+   * outrun the limit), in a bucket that drains `drainPerSecond` with time but not once it is
+   * past `limit` (locked); returns the level including it, or null when the tenant has no
    * authenticator.
    */
-  countCodeTried(tenantId: string, at: number, windowSeconds: number): Promise<number | null>
+  countCodeTried(tenantId: string, at: number, limit: number, drainPerSecond: number): Promise<number | null>
   /**
    * A right code is used: its count is taken back, unless the count is past `limit` (the lock
    * engaged meanwhile): false, with nothing changed.

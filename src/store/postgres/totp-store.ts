@@ -13,7 +13,7 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
                       on conflict (tenant_id) do nothing returning tenant_id`
           : await sql`update tenant_totp
                       set secret_enc = ${secretEnc}, created_at = ${at}, last_used_step = null,
-                          wrong_codes = 0, wrong_codes_since = null
+                          wrong_codes = 0, wrong_codes_at = null
                       where tenant_id = ${tenantId} and secret_enc = ${replaces} returning tenant_id`
       if (rows.length !== 1) return false
       await sql`delete from backup_codes where tenant_id = ${tenantId}`
@@ -28,13 +28,16 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
         select secret_enc, last_used_step from tenant_totp where tenant_id = ${tenantId}`
       return r ? { secretEnc: r.secret_enc, lastUsedStep: numOrNull(r.last_used_step) } : null
     },
-    async countCodeTried(tenantId, at, windowSeconds) {
+    async countCodeTried(tenantId, at, limit, drainPerSecond) {
+      // One statement: both expressions read the row as it was, under its lock.
       const [r] = await sql<{ wrong_codes: number }[]>`
         update tenant_totp set
-          wrong_codes = case when wrong_codes_since is null or wrong_codes_since <= ${at - windowSeconds}
-                             then 1 else wrong_codes + 1 end,
-          wrong_codes_since = case when wrong_codes_since is null or wrong_codes_since <= ${at - windowSeconds}
-                                   then ${at} else wrong_codes_since end
+          wrong_codes = case
+            when wrong_codes > ${limit}::double precision then wrong_codes + 1
+            else greatest(0, wrong_codes - greatest(0, ${at}::bigint - coalesce(wrong_codes_at, ${at}::bigint))
+                                           * ${drainPerSecond}::double precision) + 1
+          end,
+          wrong_codes_at = ${at}::bigint
         where tenant_id = ${tenantId} returning wrong_codes`
       return r ? Number(r.wrong_codes) : null
     },
