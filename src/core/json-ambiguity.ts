@@ -7,9 +7,9 @@ import { goFold } from './case-fold.js'
  * - A member name used twice in one object. `JSON.parse` keeps the last; RapidJSON's
  *   `FindMember` and simdjson's `find_field` return the first. `{"amount":1,"amount":1000000}`
  *   is a refund of 1 to the gate and of 1,000,000 to such a server.
- * - A number whose digits are not the value JavaScript reads. `JSON.parse` rounds `12345678901234567891` to
- *   …7000, so a target templated from it names another object than the one a server with
- *   big integers or decimals acts on; `1e400` becomes `Infinity`.
+ * - A number whose digits are not the value JavaScript reads. `JSON.parse` rounds
+ *   `12345678901234567891` to …7000, so a target templated from it names another object than
+ *   the one a server with big integers or decimals acts on; `1e400` becomes `Infinity`.
  * - An unpaired surrogate (`"\ud800"`), which parsers keep, replace with U+FFFD or refuse.
  * - With `goCase`, two member names of one object that differ only by letter case: Go's
  *   decoder matches a struct field regardless of case and keeps the last (mcp-go binds tool
