@@ -3,6 +3,7 @@ import type { Clock } from '../core/clock.js'
 import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import { credentialReceipt } from '../identity/credential-receipt.js'
+import type { Logger } from '../observability/logger.js'
 import { backupCodeMatches, normalizeBackupCode } from '../security/backup-codes.js'
 import { type Keyring, openSecret } from '../security/keyring.js'
 import { matchTotpStep } from '../security/totp.js'
@@ -21,12 +22,16 @@ export type StepUpProof =
 export interface StepUpVerifier {
   /**
    * Whether the code is the tenant's authenticator code (not used before) or an unused backup
-   * code; else 401 totp_invalid. Uses nothing up: a later failure must not cost the human the code.
+   * code; else 401 totp_invalid, or 403 step_up_locked once too many wrong codes were tried.
+   * Counts the code as wrong before it checks it (`consume` takes a right one back), and uses
+   * nothing up: a later failure must not cost the human the code.
    */
   check(tenantId: string, code: string): Promise<StepUpProof>
   /**
-   * Uses the code up, in the caller's transaction (the one that claims what it approves); 401
-   * totp_invalid `replayed` if it was used meanwhile, which rolls that transaction back.
+   * Uses the code up, in the caller's transaction (the one that claims what it approves), and
+   * takes back its count: 401 totp_invalid `replayed` if it was used meanwhile or the
+   * authenticator re-enrolled since the check, 403 step_up_locked if the lock engaged meanwhile.
+   * Either rolls that transaction back.
    */
   consume(stores: Stores, tenantId: string, proof: StepUpProof): Promise<Verification>
 }
@@ -58,8 +63,9 @@ export function createStepUpVerifier(deps: {
   keyring: Keyring
   clock: Clock
   audit: AuditLog
+  logger: Logger
 }): StepUpVerifier {
-  const { stores, keyring, clock, audit } = deps
+  const { stores, keyring, clock, audit, logger } = deps
   const invalid = (reason: string): never => fail(ERRORS.totpInvalid, { reason })
 
   /** Counts the code as wrong before it is checked; past the limit, refuses it unchecked, right or not. */
@@ -74,18 +80,22 @@ export function createStepUpVerifier(deps: {
     if (tried <= MAX_WRONG_CODES) return
     // Once, as the lock engages: the authenticator is out of use until the sponsor re-enrols it.
     // (The level before this code was within the limit.)
+    // Its failure does not undo the lock, which is in Postgres already: the refusal stands, and
+    // each refused attempt is on record by its caller (APPROVAL_FAILED, PORTAL_SIGN_IN_FAILED).
     if (tried - 1 <= MAX_WRONG_CODES)
-      await audit.append([
-        credentialReceipt({
-          tenantId,
-          kind: 'CREDENTIAL_REVOKED',
-          credential: 'totp',
-          at: nowSeconds(clock),
-          actor: { type: 'writegate' },
-          detail: { reason: 'too_many_wrong_codes', wrongCodes: MAX_WRONG_CODES },
-        }),
-      ])
-    fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
+      await audit
+        .append([
+          credentialReceipt({
+            tenantId,
+            kind: 'CREDENTIAL_REVOKED',
+            credential: 'totp',
+            at: nowSeconds(clock),
+            actor: { type: 'writegate' },
+            detail: { reason: 'too_many_wrong_codes', limit: MAX_WRONG_CODES },
+          }),
+        ])
+        .catch((err) => logger.error({ err, tenantId }, 'step-up: the lock could not be put on record'))
+    fail(ERRORS.stepUpLocked, { limit: MAX_WRONG_CODES })
   }
 
   return {
@@ -116,7 +126,7 @@ export function createStepUpVerifier(deps: {
       // Locked by guesses made while this one was checked: it does not unlock it. First, so the
       // authenticator's row is locked before a backup code's, in the order a re-enrolment takes them.
       if (!(await tx.totp.uncountCodeTried(tenantId, MAX_WRONG_CODES)))
-        fail(ERRORS.stepUpLocked, { wrongCodes: MAX_WRONG_CODES })
+        fail(ERRORS.stepUpLocked, { limit: MAX_WRONG_CODES })
       // Used already, or the authenticator re-enrolled since the check: no longer this code's.
       if (proof.kind === 'totp') {
         if (!(await tx.totp.acceptStep(tenantId, proof.step, proof.enrolment))) return invalid('replayed')

@@ -351,7 +351,7 @@ export async function createControlPlane(
       credentials,
       logger,
     })
-    const verifier = createStepUpVerifier({ stores: sor.stores, keyring, clock, audit })
+    const verifier = createStepUpVerifier({ stores: sor.stores, keyring, clock, audit, logger })
     const services = {
       auditServices: auditTrail.services,
       auditLog: audit,

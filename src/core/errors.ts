@@ -440,7 +440,7 @@ export const ERRORS = {
     'unreadable_call',
     400,
     'the gate cannot read this request',
-    'gate-proxy: an MCP or GraphQL request the gate cannot read fully, or that servers could read otherwise (malformed JSON or JSON-RPC, a document that does not parse, a persisted query it cannot resolve, a mutation sent by GET, a member given twice, an encoded body), is refused rather than guessed at.',
+    'gate-proxy: an MCP or GraphQL request the gate cannot read fully, or that servers could read otherwise (malformed JSON or JSON-RPC, a document that does not parse, a persisted query it cannot resolve, a mutation sent by GET or HEAD, a member given twice, an encoded body), is refused rather than guessed at.',
   ),
   revoked: def(
     'revoked',

@@ -84,7 +84,8 @@ const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0
 const isNumberChar = (c: number) =>
   (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d
 
-const clip = (token: string) => (token.length > 40 ? `${token.slice(0, 40)}…` : token)
+/** A token as a refusal quotes it: at most 40 characters. */
+export const clip = (token: string) => (token.length > 40 ? `${token.slice(0, 40)}…` : token)
 
 /**
  * Longer than any number a double's shortest form needs (17 digits, a sign, a point and an

@@ -99,14 +99,14 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
 
   /**
    * Why an invite no longer speaks for its tenant, if it does not: the key that made it was
-   * revoked or lost its admin scope, its principal was disabled or deleted, or the sponsor's
+   * revoked (or deleted), its principal was disabled or deleted, or the sponsor's
    * roster names either. An invite is an admin key waiting to be minted; a key barred from
    * admin work must not have left one behind.
    */
   async function issuerWithdrawn(invite: Invite): Promise<string | null> {
     if (invite.issuerKeyId === null) return null
     const key = await sor.stores.keys.get(invite.tenantId, invite.issuerKeyId)
-    if (!key || key.revokedAt !== null || key.scope !== 'admin') return 'issuer_revoked'
+    if (!key || key.revokedAt !== null) return 'issuer_revoked'
     const principal = await sor.stores.principals.get(invite.tenantId, key.principalId)
     if (!principal || !isPrincipalActive(principal)) return 'issuer_disabled'
     const barred = await auth.rosterBar({

@@ -15,6 +15,9 @@ export function utf8Text(body: Buffer): string | null {
 
 export const NOT_UTF8 = 'the body is not valid UTF-8'
 
+/** Said after what makes a body ambiguous: why the gate refuses to decide one reading of it. */
+export const READ_OTHERWISE = 'servers could read it otherwise than the gate'
+
 /**
  * The media type of a body the gate reads as text (an MCP message, a GraphQL request), or why it
  * is refused. The gate reads bytes as UTF-8; a server reads them in the charset the request

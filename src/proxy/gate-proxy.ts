@@ -293,22 +293,22 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-    // A read (GET, HEAD, OPTIONS) with a body goes out on a connection of its own, whether it
-    // passes ungated or was decided, streamed or read whole (a GraphQL GET). Servers with a CL.0
-    // flaw ignore such a body: its bytes would start a request of the agent's writing, whose own
-    // length swallows the next request the proxy sends on that pooled connection, injected
-    // credential and all, where the agent can read it back.
+    // A read (GET, HEAD, OPTIONS) with a body asks the upstream to close its connection, and
+    // the connection is not kept for another request, whether the read passes ungated or was
+    // decided, streamed or read whole (a GraphQL GET). Servers with a CL.0 flaw ignore such a
+    // body: its bytes would start a request of the agent's writing, whose own length swallows the
+    // next request the proxy sends on that pooled connection, injected credential and all, where
+    // the agent can read it back.
     const closeAfter = isRead(req.method ?? '') && (carriesBody(req.headers) || (buffered?.length ?? 0) > 0)
+    const set: Record<string, string | null> = {
+      [RECEIPT_HEADER]: receiptId,
+      connection: closeAfter ? 'close' : null,
+    }
+    if (credential) set[credential.header] = credential.value
     req.headers = forwardedHeaders(
       req.headers,
       STRIPPED,
-      credential
-        ? {
-            [credential.header]: credential.value,
-            [RECEIPT_HEADER]: receiptId,
-            connection: closeAfter ? 'close' : null,
-          }
-        : { [RECEIPT_HEADER]: receiptId, connection: closeAfter ? 'close' : null },
+      set,
       // A rewritten answer is read whole: asked for uncompressed (one that comes compressed anyway is refused).
       rewritten ? 'accept-encoding' : undefined,
     )

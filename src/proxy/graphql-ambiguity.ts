@@ -1,5 +1,5 @@
 import { BREAK, type DocumentNode, visit } from 'graphql'
-import { exactDouble } from '../core/json-ambiguity.js'
+import { clip, exactDouble } from '../core/json-ambiguity.js'
 
 /**
  * What GraphQL servers read otherwise than the gate's reference parser (graphql-js), found by
@@ -48,7 +48,7 @@ export function literalAmbiguity(doc: DocumentNode): string | null {
   }
   const exact = (node: { value: string }) => {
     if (exactDouble(node.value)) return undefined
-    found = `the number ${node.value.length > 40 ? `${node.value.slice(0, 40)}…` : node.value} is not exactly a double`
+    found = `the number ${clip(node.value)} is not exactly a double`
     return BREAK
   }
   visit(doc, {

@@ -12,7 +12,7 @@ import type { GraphqlBinding } from '../core/enrolled-system.js'
 import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
-import { callMediaType, NOT_UTF8, utf8Text } from './call-media-type.js'
+import { callMediaType, NOT_UTF8, READ_OTHERWISE, utf8Text } from './call-media-type.js'
 import { documentTextAmbiguity, literalAmbiguity, urlParameterAmbiguity } from './graphql-ambiguity.js'
 import { caseVariantOf } from './member-case.js'
 
@@ -34,7 +34,6 @@ const MAX_FRAGMENT_DEPTH = 32
 const MAX_MUTATIONS = 32
 // Variables are templated into targets: past this, reading them could exhaust the stack.
 const TOO_DEEP = `the request nests deeper than ${MAX_JSON_DEPTH} levels`
-const READ_ALIKE = 'servers could read the request otherwise than the gate'
 
 interface Operation {
   query: string
@@ -49,7 +48,7 @@ function operationsOf(
 ): Operation[] | string {
   const url = new URL(pathWithQuery, 'http://gate.invalid')
   const urlProblem = urlParameterAmbiguity(url.search.slice(1), PARAMETERS)
-  if (urlProblem !== null) return `${urlProblem}: ${READ_ALIKE}`
+  if (urlProblem !== null) return `${urlProblem}: ${READ_OTHERWISE}`
   // HEAD is GET without the answer's body, and servers route it so (Rails runs the GET action).
   if (method === 'GET' || method === 'HEAD') {
     const params = url.searchParams
@@ -68,7 +67,7 @@ function operationsOf(
       }
       if (nestedDeeperThan(variables)) return TOO_DEEP
       const ambiguity = jsonAmbiguity(raw, { goCase: false })
-      if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
+      if (ambiguity !== null) return `${ambiguity}: ${READ_OTHERWISE}`
     }
     if (!variablesObject(variables)) return NOT_AN_OBJECT
     return [{ query, variables: variables ?? {} }]
@@ -94,7 +93,7 @@ function operationsOf(
   }
   if (nestedDeeperThan(json)) return TOO_DEEP
   const ambiguity = jsonAmbiguity(text, { goCase: false })
-  if (ambiguity !== null) return `${ambiguity}: ${READ_ALIKE}`
+  if (ambiguity !== null) return `${ambiguity}: ${READ_OTHERWISE}`
   const entries = Array.isArray(json) ? json : [json]
   if (entries.length === 0 || entries.length > MAX_DOCUMENTS)
     return `a batch holds 1 to ${MAX_DOCUMENTS} operations`
@@ -210,7 +209,7 @@ export function readGraphqlRequest(req: {
   let reads = 0
   for (const op of ops) {
     const textProblem = documentTextAmbiguity(op.query)
-    if (textProblem !== null) return { ok: false, problem: `${textProblem}: ${READ_ALIKE}` }
+    if (textProblem !== null) return { ok: false, problem: `${textProblem}: ${READ_OTHERWISE}` }
     let doc: DocumentNode
     try {
       doc = parse(op.query, { noLocation: true, maxTokens: 50_000 })
@@ -218,7 +217,7 @@ export function readGraphqlRequest(req: {
       return { ok: false, problem: `the document does not parse: ${(err as Error).message.split('\n')[0]}` }
     }
     const ambiguity = literalAmbiguity(doc)
-    if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_ALIKE}` }
+    if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_OTHERWISE}` }
     for (const d of doc.definitions)
       if (d.kind === Kind.OPERATION_DEFINITION && d.operation !== 'mutation') reads++
     const found = rootMutations(doc, op.variables)

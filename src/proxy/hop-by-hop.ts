@@ -28,7 +28,7 @@ const NEVER_NAMED = new Set([
   'content-encoding',
 ])
 
-/** The header names a Connection header lists, but framing and Host, lower-cased. */
+/** The header names a Connection header lists, but those NEVER_NAMED, lower-cased. */
 function namedBy(connection: string | string[] | undefined): string[] {
   // What most clients send names no other header (Keep-Alive is hop-by-hop already).
   if (connection === undefined || connection === 'keep-alive') return []

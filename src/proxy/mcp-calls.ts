@@ -3,7 +3,7 @@ import type { McpBinding } from '../core/enrolled-system.js'
 import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { globMatcher } from './call-glob.js'
-import { callMediaType, NOT_UTF8, utf8Text } from './call-media-type.js'
+import { callMediaType, NOT_UTF8, READ_OTHERWISE, utf8Text } from './call-media-type.js'
 import { caseVariantOf } from './member-case.js'
 
 /** One `tools/call` an MCP request would make: what the gate decides. */
@@ -60,7 +60,7 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   if (nestedDeeperThan(json))
     return { ok: false, problem: `the message nests deeper than ${MAX_JSON_DEPTH} levels` }
   const ambiguity = jsonAmbiguity(text, { goCase: true })
-  if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_ALIKE}` }
+  if (ambiguity !== null) return { ok: false, problem: `${ambiguity}: ${READ_OTHERWISE}` }
   const batch = Array.isArray(json)
   const messages = batch ? (json as unknown[]) : [json]
   if (messages.length === 0 || messages.length > MAX_BATCH)
@@ -104,7 +104,6 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
   return { ok: true, calls, reads, batch }
 }
 
-const READ_ALIKE = 'servers could read the message otherwise than the gate'
 const MESSAGE_MEMBERS: ReadonlySet<string> = new Set(['jsonrpc', 'method', 'params', 'id', 'result', 'error'])
 const CALL_PARAMS: ReadonlySet<string> = new Set(['name', 'arguments'])
 

@@ -12,7 +12,7 @@ import type { CredentialRef } from './system-definition.js'
  * `credentials.allowFiles`), optionally per tenant (`ten_…:NAME`); references in the
  * operator's own systems or routes file are allowed as written, for the tenant they enrol and
  * the upstream they are sent to there (its origin, and the CA bundle it is verified against),
- * in the header the file names: a tenant admin who may use the operator's GitHub token through
+ * in the header and with the prefix the file names: a tenant admin who may use the operator's GitHub token through
  * the gate may not enrol a system that sends it to a server of its own, nor trust a CA of its
  * own for GitHub's name.
  */
@@ -115,7 +115,8 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
 /**
  * A reference the operator wrote into this process's own systems or routes file, for the tenant
- * the file enrols that system for: allowed as written for that tenant only. `null` is the tenant
+ * the file enrols that system for: allowed as written for that tenant only, sent where the file
+ * sends it (`to`) in the header and with the prefix it names. `null` is the tenant
  * a routes file is bound to (`unboundTenant`), or, in a process that serves one tenant (a
  * standalone proxy), that tenant.
  */

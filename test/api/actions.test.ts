@@ -638,7 +638,7 @@ t.test(
     )
     t.match(revoked[0]?.detail, {
       reason: 'too_many_wrong_codes',
-      wrongCodes: 100,
+      limit: 100,
       actor: { type: 'writegate' },
     })
     const enrol = await s.api.post('/v1/sponsor/totp', {}, { bearer: s.tenant.sponsorToken })

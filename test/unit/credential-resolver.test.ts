@@ -127,41 +127,49 @@ t.test('entries may be for one tenant; the operator file references are allowed 
   )
 })
 
-t.test("an operator file's reference holds only for the upstream it sends the secret to there", async (t) => {
-  const ref = { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }
-  const r = createCredentialResolver({
-    env,
-    allow: { env: [], files: [] },
-    operatorRefs: [{ tenantId: 'ten_a', ref, to: { upstream: `${UP}/v3` } }],
-  })
-  t.match(r.resolve('ten_a', ref, { upstream: `${UP}/graphql` }), { ok: true }, 'its origin, any path')
-  for (const elsewhere of [
-    'https://attacker.example',
-    'http://api.github.example',
-    'https://api.github.example:8443',
-    'not a url',
-  ])
+t.test(
+  "an operator file's reference holds only where its file sends it: origin, CA bundle, header, prefix",
+  async (t) => {
+    const ref = { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }
+    const r = createCredentialResolver({
+      env,
+      allow: { env: [], files: [] },
+      operatorRefs: [{ tenantId: 'ten_a', ref, to: { upstream: `${UP}/v3` } }],
+    })
+    t.match(r.resolve('ten_a', ref, { upstream: `${UP}/graphql` }), { ok: true }, 'its origin, any path')
+    for (const elsewhere of [
+      'https://attacker.example',
+      'http://api.github.example',
+      'https://api.github.example:8443',
+      'not a url',
+    ])
+      t.match(
+        r.resolve('ten_a', ref, { upstream: elsewhere }),
+        { ok: false, problem: /not allowed/ },
+        elsewhere,
+      )
     t.match(
-      r.resolve('ten_a', ref, { upstream: elsewhere }),
-      { ok: false, problem: /not allowed/ },
-      elsewhere,
+      r.resolve('ten_a', ref, { upstream: UP, caBundle: '-----BEGIN CERTIFICATE-----' }),
+      { ok: false },
+      'a CA bundle of its own for that name: anyone it certifies would get the secret',
     )
-  t.match(
-    r.resolve('ten_a', ref, { upstream: UP, caBundle: '-----BEGIN CERTIFICATE-----' }),
-    { ok: false },
-    'a CA bundle of its own for that name: anyone it certifies would get the secret',
-  )
-  t.match(
-    r.resolve('ten_a', { ...ref, header: 'x-debug' }, { upstream: UP }),
-    { ok: false },
-    'another header',
-  )
-  t.match(
-    r.resolve('ten_a', { ...ref, header: 'X' }, { upstream: UP }),
-    { ok: true },
-    'header names are case-blind',
-  )
-})
+    t.match(
+      r.resolve('ten_a', { ...ref, header: 'x-debug' }, { upstream: UP }),
+      { ok: false },
+      'another header',
+    )
+    t.match(
+      r.resolve('ten_a', { ...ref, prefix: 'token=' }, { upstream: UP }),
+      { ok: false },
+      'another prefix',
+    )
+    t.match(
+      r.resolve('ten_a', { ...ref, header: 'X' }, { upstream: UP }),
+      { ok: true },
+      'header names are case-blind',
+    )
+  },
+)
 
 t.test("a routes file's references are its proxy's tenant's, once that is known", async (t) => {
   const ref = { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }

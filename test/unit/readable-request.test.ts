@@ -52,6 +52,7 @@ t.test('JSON an upstream could read otherwise than JSON.parse is shown as its ex
     '{"amount":1,"amount":1000000}',
     '{"invoice":12345678901234567891}',
     '{"memo":"\\udc00"}',
+    '{"amount":1,"Amount":1000000}',
   ])
     t.match(
       readableRequest(staged('application/json', Buffer.from(body))),

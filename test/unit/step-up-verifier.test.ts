@@ -8,12 +8,12 @@ import {
 import type { AuditLog } from '../../src/audit/audit-log.js'
 import { ManualClock } from '../../src/core/clock.js'
 import type { ReceiptDraft } from '../../src/core/receipt.js'
+import { createLogger } from '../../src/observability/logger.js'
 import { deriveKeyring, sealSecret } from '../../src/security/keyring.js'
 import { newTotpEnrolment, totpCode } from '../../src/security/totp.js'
 import { createFakeStorage } from '../fakes/fake-storage.js'
 
-/** The verifier's count of wrong codes, on the fake system of record (the SQL is in the contract suite). */
-
+/** A tenant with an authenticator, its verifier on the fake system of record (the SQL is in the contract suite). */
 async function setup() {
   const { sor } = createFakeStorage()
   const clock = new ManualClock(Date.UTC(2026, 10, 28))
@@ -33,7 +33,13 @@ async function setup() {
     await sor.stores.totp.enrol(tenantId, sealed, 0, [], replaces)
     return { secret: e.secret, sealed }
   }
-  const verifier = createStepUpVerifier({ stores: sor.stores, keyring, clock, audit })
+  const verifier = createStepUpVerifier({
+    stores: sor.stores,
+    keyring,
+    clock,
+    audit,
+    logger: createLogger('silent'),
+  })
   let enrolled = await enrolSecret(null)
   const seconds = () => Math.floor(clock.nowMs() / 1000)
   /** A right code, a new time step each time (a code works once). */

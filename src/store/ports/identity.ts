@@ -106,6 +106,7 @@ export interface TotpStore {
   /**
    * Sets the tenant's authenticator and its backup codes, only while the current one is
    * `replaces` (null: none yet): false, with nothing changed, when another enrolment came first.
+   * A re-enrolment also forgets the last step used and empties the bucket of wrong codes.
    */
   enrol(
     tenantId: string,
