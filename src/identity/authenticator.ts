@@ -26,7 +26,11 @@ export interface Authenticator {
    * by a tenant-wide kill switch (which bars checks, not admins: they may fix policy before the
    * sponsor lifts it).
    */
-  rosterBar(caller: Pick<KeyCaller, 'tenantId' | 'keyId' | 'principalId'>): Promise<RosterBar | null>
+  /** Read through `within` when given (the caller's transaction). */
+  rosterBar(
+    caller: Pick<KeyCaller, 'tenantId' | 'keyId' | 'principalId'>,
+    within?: Stores,
+  ): Promise<RosterBar | null>
 }
 
 export type RosterBar = 'sponsor_revoked_key' | 'sponsor_revoked_principal'
@@ -91,8 +95,8 @@ export function createAuthenticator(deps: { stores: Stores; identityCacheSize?: 
       if (!found || !digestsEqual(found.sponsorHash, hash)) return null
       return { kind: 'sponsor', tenantId: found.tenant.id }
     },
-    async rosterBar(caller) {
-      const entries = await stores.roster.list(caller.tenantId)
+    async rosterBar(caller, within) {
+      const entries = await (within ?? stores).roster.list(caller.tenantId)
       if (entries.some((e) => e.target.kind === 'key' && e.target.id === caller.keyId))
         return 'sponsor_revoked_key'
       if (entries.some((e) => e.target.kind === 'principal' && e.target.id === caller.principalId))

@@ -103,17 +103,16 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
    * roster names either. An invite is an admin key waiting to be minted; a key barred from
    * admin work must not have left one behind.
    */
-  async function issuerWithdrawn(invite: Invite): Promise<string | null> {
+  async function issuerWithdrawn(invite: Invite, stores: Stores = sor.stores): Promise<string | null> {
     if (invite.issuerKeyId === null) return null
-    const key = await sor.stores.keys.get(invite.tenantId, invite.issuerKeyId)
+    const key = await stores.keys.get(invite.tenantId, invite.issuerKeyId)
     if (!key || key.revokedAt !== null) return 'issuer_revoked'
-    const principal = await sor.stores.principals.get(invite.tenantId, key.principalId)
+    const principal = await stores.principals.get(invite.tenantId, key.principalId)
     if (!principal || !isPrincipalActive(principal)) return 'issuer_disabled'
-    const barred = await auth.rosterBar({
-      tenantId: invite.tenantId,
-      keyId: key.id,
-      principalId: key.principalId,
-    })
+    const barred = await auth.rosterBar(
+      { tenantId: invite.tenantId, keyId: key.id, principalId: key.principalId },
+      stores,
+    )
     return barred ? 'issuer_barred' : null
   }
 
@@ -260,6 +259,15 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
           await stores.tenants.claimEmail(email, tenantId, at)
         }
         await stores.tenants.bumpVersion(tenantId)
+        if (input.inviteCode !== undefined) {
+          // Again, under the tenant's row lock, which every revocation takes first
+          // (gate/state-change.ts): one that committed since the check above is seen here, and
+          // one still to come waits until this key exists.
+          const invite = await stores.invites.findByHash(hashSecret(input.inviteCode))
+          if (!invite || invite.expiresAt <= at) fail(ERRORS.invalidInvite)
+          const withdrawn = await issuerWithdrawn(invite, stores)
+          if (withdrawn) fail(ERRORS.invalidInvite, { reason: withdrawn })
+        }
         const principal = await attachPrincipal(stores, tenantId, principalId, at, receipts)
         await stores.keys.create({
           id: keyId,

@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
+import { createFakeStorage } from '../fakes/fake-storage.js'
 import { API_BACKENDS } from '../helpers/backends.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 
@@ -463,4 +464,33 @@ t.test('10 issuances per hour per client IP, with trusted-proxy handling', async
     t.equal((await via('2001:0db8:0001:0002::77', 'b3@example.com')).status, 429, 'an IPv6 client is its /64')
     t.equal((await via('2001:db8:1:3::1', 'b4@example.com')).status, 201, 'the next /64 is another client')
   })
+})
+
+// Found in review: the issuer was checked before the transaction that mints the key, so a
+// revocation committed in between still let the invite through. It is checked again under the
+// tenant's row lock, which every revocation takes first.
+t.test('an invite whose issuer is barred between the check and the mint mints nothing', async (t) => {
+  const storage = createFakeStorage()
+  const real = storage.sor.transaction.bind(storage.sor)
+  let before: (() => Promise<unknown>) | null = null
+  storage.sor.transaction = (async (fn: Parameters<typeof real>[0]) => {
+    const run = before
+    before = null
+    if (run) await run()
+    return real(fn)
+  }) as typeof storage.sor.transaction
+  const { api } = await startControlPlane(t, 'fake', { storage })
+  const o = await api.newTenant()
+  const ops = await api.post('/v1/principals', { name: 'inviter' }, { bearer: o.apiKey })
+  const k = await api.post(
+    '/v1/keys',
+    { email: o.email, principal_id: ops.body.principalId },
+    { bearer: o.apiKey },
+  )
+  const inv = await api.post('/v1/tenant/invites', undefined, { bearer: k.body.apiKey })
+  // Committed after the invite was judged, before the key is minted.
+  before = () => storage.sor.stores.roster.add(o.tenantId, { kind: 'key', id: k.body.keyId }, null, 0)
+  const r = await api.post('/v1/keys', { email: 'late@example.com', inviteCode: inv.body.inviteCode })
+  t.same([r.status, r.body.code, r.body.reason], [400, 'invalid_invite', 'issuer_barred'])
+  t.equal(before, null, 'the revocation did land in between')
 })
