@@ -2,7 +2,7 @@ import t from 'tap'
 import type { ManualClock } from '../../src/core/clock.js'
 import { createFakeStorage } from '../fakes/fake-storage.js'
 import { API_BACKENDS } from '../helpers/backends.js'
-import { startControlPlane } from '../helpers/control-plane.js'
+import { type Api, startControlPlane } from '../helpers/control-plane.js'
 
 for (const kind of API_BACKENDS) {
   t.test(`POST /v1/keys on ${kind}`, async (t) => {
@@ -184,15 +184,8 @@ for (const kind of API_BACKENDS) {
     t.test(
       "a key on the sponsor's roster does no admin work: no invite, no policy, no principal",
       async (t) => {
-        const o = await api.newTenant()
-        const ops = await api.post('/v1/principals', { name: 'ops' }, { bearer: o.apiKey })
-        const k = await api.post(
-          '/v1/keys',
-          { email: o.email, principal_id: ops.body.principalId },
-          { bearer: o.apiKey },
-        )
-        const stolen = k.body.apiKey as string
-        for (const target of [{ keyId: k.body.keyId }, { principalId: ops.body.principalId }]) {
+        const { o, principalId, keyId, apiKey: stolen } = await adminOfItsOwn(api, 'ops')
+        for (const target of [{ keyId: keyId }, { principalId: principalId }]) {
           await api.post('/v1/revoke', target, { bearer: o.sponsorToken })
           const by = Object.keys(target)[0]
           const invite = await api.post('/v1/tenant/invites', undefined, { bearer: stolen })
@@ -220,7 +213,7 @@ for (const kind of API_BACKENDS) {
         }
         // A tenant-wide kill switch stops checks, not the admins who fix policy before lifting it,
         // and does not hide a key's own revocation.
-        await api.post('/v1/revoke', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
+        await api.post('/v1/revoke', { keyId: keyId }, { bearer: o.sponsorToken })
         await api.post('/v1/revoke', { all: true }, { bearer: o.sponsorToken })
         t.equal((await api.put('/v1/policy', { refund: 'deny' }, { bearer: o.apiKey })).status, 200)
         const duringBoth = await api.post('/v1/tenant/invites', undefined, { bearer: stolen })
@@ -234,14 +227,8 @@ for (const kind of API_BACKENDS) {
     )
 
     t.test('an invite is withdrawn with the key that made it: revoked, disabled or barred', async (t) => {
-      const o = await api.newTenant()
-      const ops = await api.post('/v1/principals', { name: 'inviter' }, { bearer: o.apiKey })
-      const k = await api.post(
-        '/v1/keys',
-        { email: o.email, principal_id: ops.body.principalId },
-        { bearer: o.apiKey },
-      )
-      const inv = await api.post('/v1/tenant/invites', undefined, { bearer: k.body.apiKey })
+      const { o, principalId, keyId, apiKey } = await adminOfItsOwn(api, 'inviter')
+      const inv = await api.post('/v1/tenant/invites', undefined, { bearer: apiKey })
       t.equal(inv.status, 201)
       let n = 0
       const redeem = async () => {
@@ -252,15 +239,15 @@ for (const kind of API_BACKENDS) {
         return [r.status, r.body.code, r.body.reason]
       }
       t.same((await redeem())[0], 201, 'its issuer in good standing: it mints')
-      await api.post('/v1/revoke', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
+      await api.post('/v1/revoke', { keyId: keyId }, { bearer: o.sponsorToken })
       t.same(await redeem(), [400, 'invalid_invite', 'issuer_barred'], "the sponsor's roster names its key")
-      await api.post('/v1/reinstate', { keyId: k.body.keyId }, { bearer: o.sponsorToken })
+      await api.post('/v1/reinstate', { keyId: keyId }, { bearer: o.sponsorToken })
       t.same((await redeem())[0], 201, 'reinstated: it mints again')
-      await api.patch(`/v1/principals/${ops.body.principalId}`, { disabled: true }, { bearer: o.apiKey })
+      await api.patch(`/v1/principals/${principalId}`, { disabled: true }, { bearer: o.apiKey })
       t.same(await redeem(), [400, 'invalid_invite', 'issuer_disabled'], 'its principal disabled')
-      await api.patch(`/v1/principals/${ops.body.principalId}`, { disabled: false }, { bearer: o.apiKey })
+      await api.patch(`/v1/principals/${principalId}`, { disabled: false }, { bearer: o.apiKey })
       t.same((await redeem())[0], 201)
-      await api.post(`/v1/principals/${ops.body.principalId}/revoke`, {}, { bearer: o.apiKey })
+      await api.post(`/v1/principals/${principalId}/revoke`, {}, { bearer: o.apiKey })
       t.same(await redeem(), [400, 'invalid_invite', 'issuer_revoked'], 'its key revoked')
     })
 
@@ -480,17 +467,28 @@ t.test('an invite whose issuer is barred between the check and the mint mints no
     return real(fn)
   }) as typeof storage.sor.transaction
   const { api } = await startControlPlane(t, 'fake', { storage })
-  const o = await api.newTenant()
-  const ops = await api.post('/v1/principals', { name: 'inviter' }, { bearer: o.apiKey })
-  const k = await api.post(
-    '/v1/keys',
-    { email: o.email, principal_id: ops.body.principalId },
-    { bearer: o.apiKey },
-  )
-  const inv = await api.post('/v1/tenant/invites', undefined, { bearer: k.body.apiKey })
+  const { o, keyId, apiKey } = await adminOfItsOwn(api, 'inviter')
+  const inv = await api.post('/v1/tenant/invites', undefined, { bearer: apiKey })
   // Committed after the invite was judged, before the key is minted.
-  before = () => storage.sor.stores.roster.add(o.tenantId, { kind: 'key', id: k.body.keyId }, null, 0)
+  before = () => storage.sor.stores.roster.add(o.tenantId, { kind: 'key', id: keyId }, null, 0)
   const r = await api.post('/v1/keys', { email: 'late@example.com', inviteCode: inv.body.inviteCode })
   t.same([r.status, r.body.code, r.body.reason], [400, 'invalid_invite', 'issuer_barred'])
   t.equal(before, null, 'the revocation did land in between')
 })
+
+/** A new tenant, and an admin key of its own on a principal of its own (what a sponsor revokes by key or principal). */
+async function adminOfItsOwn(api: Api, name: string) {
+  const o = await api.newTenant()
+  const principal = await api.post('/v1/principals', { name }, { bearer: o.apiKey })
+  const key = await api.post(
+    '/v1/keys',
+    { email: o.email, principal_id: principal.body.principalId },
+    { bearer: o.apiKey },
+  )
+  return {
+    o,
+    principalId: principal.body.principalId as string,
+    keyId: key.body.keyId as string,
+    apiKey: key.body.apiKey as string,
+  }
+}
