@@ -281,6 +281,12 @@ export const ERRORS = {
     'the upstream resolves to a private address',
     "The system's upstream was public when it was enrolled, and its name now resolves to a loopback, private or link-local address (a changed DNS record: rebinding). The connection was refused, so nothing of the write was sent. The address is logged, not told to the agent.",
   ),
+  answerWithheld: def(
+    'answer_withheld',
+    502,
+    "the upstream's answer was withheld",
+    "gate-proxy: the write was sent, but the upstream's answer carried back the credential writegate injected (`reason: credential_echoed`), or came compressed though asked for uncompressed, so it could not be searched for it (`reason: compressed`). The agent never holds that credential, so the answer is not relayed; once its headers were relayed, the connection is cut instead.",
+  ),
   upstreamTimeout: def(
     'upstream_timeout',
     504,

@@ -304,7 +304,7 @@ export function createExecuteService(deps: {
       )
 
       // The credential this process injects: without it nothing is sent, and the lease stays unused.
-      let credential: { header: string; value: string } | null = null
+      let credential: { header: string; value: string; secret: string } | null = null
       if (req.system.credential) {
         const resolved = deps.credentials.resolve(caller.tenantId, req.system.credential, req.system)
         if (!resolved.ok) {
@@ -314,7 +314,7 @@ export function createExecuteService(deps: {
           )
           return refuse('credential_unavailable', lease, { problem: resolved.problem }, policyVersion)
         }
-        credential = { header: resolved.header, value: resolved.value }
+        credential = { header: resolved.header, value: resolved.value, secret: resolved.secret }
       }
 
       // 4. Consume and record, together: no write without a durable receipt.
@@ -364,6 +364,14 @@ export function createExecuteService(deps: {
         headers: req.headers,
       })
       const failed = sent.kind === 'failed' || sent.status >= 500
+      const withheld = sent.kind === 'failed' ? sent.failure : sent.incomplete
+      if (withheld === 'credential_echoed' || withheld === 'answer_compressed')
+        logger.warn(
+          { tenantId: caller.tenantId, systemId: req.system.systemId, reason: withheld },
+          withheld === 'credential_echoed'
+            ? "execute: the upstream's answer carried back the injected credential; it is not relayed"
+            : "execute: the upstream's answer came compressed, so it could not be searched for the injected credential; it is not relayed",
+        )
       if (failed)
         logger.warn(
           {

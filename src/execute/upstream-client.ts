@@ -1,6 +1,7 @@
 import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { type Dispatcher, Pool } from 'undici'
+import { echoNeedles, headerEcho, holdsEcho } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { PRIVATE_ADDRESS_CODE, publicOnlyLookup } from '../systems/public-address-lookup.js'
 import { checkUpstreamPath } from './upstream-url.js'
@@ -40,6 +41,26 @@ export type UpstreamFailure =
   | 'deadline_exceeded'
   | 'response_too_large'
   | 'request_failed'
+  /** The answer carried back the injected credential (core/credential-echo.ts): not relayed. */
+  | 'credential_echoed'
+  /** Compressed though asked for uncompressed, so it could not be searched for the credential: not relayed. */
+  | 'answer_compressed'
+
+const withholds = (failure: UpstreamFailure) =>
+  failure === 'credential_echoed' || failure === 'answer_compressed'
+
+/** Why an answer to a request that carried a credential is not relayed, or null. */
+function withheldFor(
+  headers: Record<string, string | string[] | undefined>,
+  body: Buffer,
+  needles: readonly Buffer[],
+): UpstreamFailure | null {
+  const encoding = headers['content-encoding']
+  if (body.length > 0 && encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity')
+    return 'answer_compressed'
+  if (headerEcho(headers, needles) !== null || holdsEcho(body, needles)) return 'credential_echoed'
+  return null
+}
 
 /** Whether a failure is a wait that ran out (reported as `timeout: true`). */
 export const isTimeout = (failure: UpstreamFailure): boolean =>
@@ -74,7 +95,7 @@ export interface UpstreamClient {
   /** Sends one request to the enrolled system's fixed origin, with its injected credential (resolved by the caller). */
   send(
     system: SystemRecord,
-    credential: { header: string; value: string } | null,
+    credential: { header: string; value: string; secret: string } | null,
     req: UpstreamRequest,
   ): Promise<UpstreamOutcome>
   close(): Promise<void>
@@ -155,7 +176,10 @@ export function createUpstreamClient(deps: {
       if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
       headers['x-writegate-receipt'] = req.receiptId
+      const needles = credential ? echoNeedles(credential.secret) : []
       if (credential) headers[credential.header] = credential.value
+      // Its answer is searched for the secret, so it is asked for uncompressed.
+      if (needles.length > 0) headers['accept-encoding'] = 'identity'
 
       const t0 = performance.now()
       const elapsed = () => Math.round(performance.now() - t0)
@@ -169,8 +193,9 @@ export function createUpstreamClient(deps: {
           ? {
               kind: 'response',
               status: head.statusCode,
-              contentType: one(head.headers['content-type']),
-              location: one(head.headers.location),
+              // A withheld answer's headers could hold the secret too: none of them is told.
+              contentType: withholds(failure) ? null : one(head.headers['content-type']),
+              location: withholds(failure) ? null : one(head.headers.location),
               body: Buffer.alloc(0),
               latencyMs: elapsed(),
               incomplete: failure,
@@ -198,12 +223,15 @@ export function createUpstreamClient(deps: {
           }
           chunks.push(chunk as Buffer)
         }
+        const body = Buffer.concat(chunks)
+        const withheld = needles.length > 0 ? withheldFor(res.headers, body, needles) : null
+        if (withheld) return cut(withheld)
         return {
           kind: 'response',
           status: res.statusCode,
           contentType: one(res.headers['content-type']),
           location: one(res.headers.location),
-          body: Buffer.concat(chunks),
+          body,
           latencyMs: elapsed(),
         }
       } catch (err) {

@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
+import { echoNeedles } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
@@ -29,6 +30,7 @@ import { carriesBody, frameBody, keepChunked, markChunked, SENDING_PASS } from '
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
+import { guardAnswer, type WithheldReason } from './echo-guard.js'
 import { graphqlProtocol } from './graphql-protocol.js'
 import { blankHopByHop, forwardedHeaders } from './hop-by-hop.js'
 import { reachedAtLoopback } from './local-clients.js'
@@ -45,6 +47,13 @@ import type { TlsInterception } from './tls-interception.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
 
 type WriteContext = Extract<ProxyContext, { kind: 'write' }>
+
+/** A credential to inject, and the forms of its secret its answer is searched for (core/credential-echo.ts). */
+interface InjectedCredential {
+  header: string
+  value: string
+  needles: readonly Buffer[]
+}
 
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
@@ -129,6 +138,10 @@ type Forwarded = IncomingMessage & {
   wgRewrite?: RewrittenAnswer
   /** Its upstream connection is not kept for another request (a read that carried a body). */
   wgCloseUpstream?: boolean
+  /** It carried an injected credential: its answer is searched for these before it is relayed. */
+  wgEcho?: readonly Buffer[]
+  /** Its answer was withheld (answered instead, or cut), for carrying back the credential. */
+  wgWithheld?: boolean
 }
 
 /**
@@ -223,8 +236,9 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // An upstream response cut short (a body silent past the timeout, a reset) must cut the
       // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
       proxyRes.once('close', () => {
-        if (!proxyRes.complete && !res.destroyed) res.destroy()
+        if (!proxyRes.complete && !res.destroyed && !r.wgWithheld) res.destroy()
       })
+      if (r.wgEcho && !guardAnswer(proxyRes, req.method ?? '', r.wgEcho, echoGuard(r, res))) return
       // Node keeps a connection whose answer says keep-alive, though the request said close:
       // not this one (see forward).
       if (r.wgCloseUpstream)
@@ -256,6 +270,36 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     return proxy
   }
 
+  /** What happens to an answer that carries back the injected credential (echo-guard.ts). */
+  function echoGuard(r: Forwarded, res: ServerResponse) {
+    const withheld = (reason: WithheldReason, header?: string) => {
+      r.wgWithheld = true
+      metrics.gateEvents.failedClosed({ reason: reason === 'compressed' ? 'answer_compressed' : reason })
+      logger.warn(
+        { system: r.wgSystemId, receiptId: r.wgReceipt, reason, ...(header ? { header } : {}) },
+        reason === 'compressed'
+          ? 'upstream answer withheld: compressed, so it could not be searched for the injected credential'
+          : 'upstream answer withheld: it carried back the injected credential',
+      )
+    }
+    return {
+      withhold(reason: WithheldReason, header?: string) {
+        withheld(reason, header)
+        const def = ERRORS.answerWithheld
+        sendJson(
+          res,
+          def.status,
+          { error: def.message, code: def.code, reason, ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}) },
+          { connection: 'close' },
+        )
+      },
+      cut() {
+        withheld('credential_echoed')
+        res.destroy()
+      },
+    }
+  }
+
   /** The proxy for a system record: records are kept per snapshot, so most requests find theirs here. */
   const proxyOfRecord = new WeakMap<SystemRecord, ProxyServer>()
   function proxyOf(system: SystemRecord): ProxyServer {
@@ -271,7 +315,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     req: IncomingMessage,
     res: ServerResponse,
     system: SystemRecord,
-    credential: { header: string; value: string } | null,
+    credential: InjectedCredential | null,
     path: string,
     receiptId: string | null,
     buffered?: Buffer,
@@ -304,7 +348,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       [RECEIPT_HEADER]: receiptId,
       connection: closeAfter ? 'close' : null,
     }
-    if (credential) set[credential.header] = credential.value
+    if (credential) {
+      set[credential.header] = credential.value
+      // Its answer is searched for the secret: asked for uncompressed (one compressed anyway is withheld).
+      if (credential.needles.length > 0) set['accept-encoding'] = 'identity'
+    }
     req.headers = forwardedHeaders(
       req.headers,
       STRIPPED,
@@ -321,6 +369,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (receiptId) r.wgReceipt = receiptId
     if (rewritten) r.wgRewrite = rewritten
     if (closeAfter) r.wgCloseUpstream = true
+    if (credential && credential.needles.length > 0) r.wgEcho = credential.needles
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
@@ -353,16 +402,25 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     else proxy.web(req, res, onError)
   }
 
+  const injectedOf = new WeakMap<object, InjectedCredential>()
   /** The credential to inject, or the 503 that says it cannot be (nothing is forwarded). */
   function credentialFor(
     res: ServerResponse,
     system: SystemRecord,
     extra: Record<string, unknown> = {},
     answer?: (def: ErrorDef, error: string, detail: Record<string, unknown>) => void,
-  ): { header: string; value: string } | null | false {
+  ): InjectedCredential | null | false {
     const resolved = deps.credentials.get(system)
     if (resolved === null) return null
-    if (resolved.ok) return { header: resolved.header, value: resolved.value }
+    if (resolved.ok) {
+      // Resolved credentials are kept per system version: so are their needles.
+      let injected = injectedOf.get(resolved)
+      if (!injected) {
+        injected = { header: resolved.header, value: resolved.value, needles: echoNeedles(resolved.secret) }
+        injectedOf.set(resolved, injected)
+      }
+      return injected
+    }
     metrics.gateEvents.failedClosed({ reason: 'credential_unavailable' })
     const detail = { systemId: system.systemId, ...extra }
     const def = ERRORS.credentialUnavailable

@@ -16,7 +16,10 @@ import type { CredentialRef } from './system-definition.js'
  * the gate may not enrol a system that sends it to a server of its own, nor trust a CA of its
  * own for GitHub's name.
  */
-export type ResolvedCredential = { ok: true; header: string; value: string } | { ok: false; problem: string }
+/** `value` is what goes in the header (the prefix and the secret); `secret` alone is what an answer must not carry back. */
+export type ResolvedCredential =
+  | { ok: true; header: string; value: string; secret: string }
+  | { ok: false; problem: string }
 
 export interface CredentialResolver {
   /** `to`: where the secret is sent (a reference in the operator's files holds only for its own). */
@@ -237,7 +240,7 @@ export function createCredentialResolver(deps: {
       const value = ref.prefix + s.value
       if (!HEADER_VALUE.test(value))
         return { ok: false, problem: 'the secret holds a line break or another control character' }
-      return { ok: true, header: ref.header.toLowerCase(), value }
+      return { ok: true, header: ref.header.toLowerCase(), value, secret: s.value }
     },
   }
 }

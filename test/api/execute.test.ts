@@ -472,6 +472,54 @@ t.test('upstream answers and failures are reported as they are', async (t) => {
       t.match(redirected.outcome.detail, { status: 307, location: `${s.other.origin}/v1/refunds` })
     },
   )
+
+  t.test(
+    'an answer that carries back the injected credential is not relayed, nor put on record',
+    async (t) => {
+      const echoes: [string, Parameters<RecordingServer['respond']>[0], string][] = [
+        [
+          'in the body',
+          (q, res) => {
+            res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(q.headers))
+          },
+          'credential_echoed',
+        ],
+        [
+          'in a redirect, percent-encoded',
+          (_q, res) => {
+            res.writeHead(303, { location: `https://x.example/?t=${encodeURIComponent(CREDENTIAL_SECRET)}` })
+            res.end()
+          },
+          'credential_echoed',
+        ],
+        [
+          'compressed, though asked for identity',
+          (_q, res) => {
+            res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+            res.end('\x1f\x8b...')
+          },
+          'answer_compressed',
+        ],
+      ]
+      for (const [name, respond, expected] of echoes) {
+        const { r, outcome } = await run(respond)
+        t.equal(
+          s.upstream.requests.at(-1)?.headers['accept-encoding'],
+          'identity',
+          `${name}: asked uncompressed`,
+        )
+        const told = JSON.stringify([r.headers, r.body, outcome])
+        t.equal(r.status, 200, `${name}: the write happened`)
+        t.equal(r.headers['x-writegate-upstream-incomplete'], expected, name)
+        t.equal(r.headers['x-writegate-upstream-location'], undefined, `${name}: no location`)
+        t.match(outcome.detail, { outcome: 'response', upstreamCalled: true, responseIncomplete: expected })
+        t.notOk(
+          told.includes(CREDENTIAL_SECRET) || told.includes(encodeURIComponent(CREDENTIAL_SECRET)),
+          name,
+        )
+      }
+    },
+  )
 })
 
 t.test('a refused connection: 502, upstreamCalled false', async (t) => {

@@ -1,4 +1,5 @@
 import { webcrypto } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { createServer, type Server } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
@@ -15,6 +16,8 @@ export interface HttpsUpstream {
     headers: Record<string, string | string[] | undefined>
     body: string
   }[]
+  /** How it answers (default: 200 `{"ok":true}`); replaceable. */
+  answer: (req: IncomingMessage, res: ServerResponse) => void
 }
 
 /** A real HTTPS server on 127.0.0.1 (as `localhost`) with a certificate from a CA of its own. */
@@ -27,6 +30,11 @@ export async function startHttpsUpstream(t: Test): Promise<HttpsUpstream> {
   ])) as webcrypto.CryptoKeyPair
   const cert = await ca.issueLeaf('localhost', keys, 3600)
   const received: HttpsUpstream['received'] = []
+  const upstream = {
+    answer: (_req: IncomingMessage, res: ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+    },
+  }
   const server: Server = createServer(
     { key: await pemOfKey(keys.privateKey), cert: `${cert.trimEnd()}\n${made.certPem}` },
     (req, res) => {
@@ -34,7 +42,7 @@ export async function startHttpsUpstream(t: Test): Promise<HttpsUpstream> {
       req.on('data', (c) => (body += c))
       req.on('end', () => {
         received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body })
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+        upstream.answer(req, res)
       })
     },
   )
@@ -44,5 +52,5 @@ export async function startHttpsUpstream(t: Test): Promise<HttpsUpstream> {
     return new Promise((resolve) => server.close(resolve))
   })
   const port = (server.address() as AddressInfo).port
-  return { origin: `https://localhost:${port}`, port, caPem: made.certPem, received }
+  return Object.assign(upstream, { origin: `https://localhost:${port}`, port, caPem: made.certPem, received })
 }

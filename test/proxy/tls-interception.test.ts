@@ -175,6 +175,26 @@ t.test('HTTPS writes through TLS interception', async (t) => {
     },
   )
 
+  t.test('an upstream that echoes the injected credential: the agent never reads it', async (t) => {
+    t.teardown(() => {
+      upstream.answer = (_req, res) =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+    })
+    upstream.answer = (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.write('{"echo":')
+      setTimeout(() => res.end(`${JSON.stringify(req.headers)}}`), 20)
+    }
+    const inBody = await curl('/v1/checks')
+    t.equal(upstream.received.at(-1)?.headers.authorization, 'Bearer up-secret', 'the upstream got it')
+    t.notOk(inBody.stdout.includes('up-secret'), 'the agent did not: the answer was cut')
+    upstream.answer = (req, res) => res.writeHead(200, { 'x-seen': String(req.headers.authorization) }).end()
+    const inHeader = await curl('/v1/checks', ['-i'])
+    t.equal(status(inHeader), 502)
+    t.match(inHeader.stdout, /"code":"answer_withheld","reason":"credential_echoed"/)
+    t.notOk(inHeader.stdout.includes('up-secret'))
+  })
+
   t.test('Node (NODE_EXTRA_CA_CERTS) and Python (SSL_CERT_FILE) through the proxy', async (t) => {
     const script = `
       const http = require('node:http'), https = require('node:https')

@@ -1,0 +1,91 @@
+/**
+ * An upstream's answer that carries back the credential writegate injected: an endpoint that
+ * echoes the request's headers, an error page that quotes the token it was sent. The agent
+ * must never hold that credential, so such an answer is not relayed.
+ *
+ * What is looked for: the secret as sent, percent-encoded (a redirect's query, a form) and with
+ * `/` escaped as JSON may write it. Not what an upstream could make of it otherwise (base64, a
+ * `Range` of the echo, another case): this catches an upstream that echoes by accident, not
+ * one working with the agent.
+ */
+
+/** Secrets shorter than this are not looked for: too likely to occur by chance to cut answers on. */
+export const MIN_ECHO_BYTES = 8
+
+/** The forms of a secret an answer is searched for; empty for a secret too short to look for. */
+export function echoNeedles(secret: string): Buffer[] {
+  if (Buffer.byteLength(secret) < MIN_ECHO_BYTES) return []
+  const forms = new Set([secret, encodeURIComponent(secret), secret.replaceAll('/', '\\/')])
+  return [...forms].map((f) => Buffer.from(f))
+}
+
+/** Whether `text` (a header value, a whole body) holds any of the needles. */
+export function holdsEcho(text: string | Buffer, needles: readonly Buffer[]): boolean {
+  if (needles.length === 0) return false
+  const bytes = typeof text === 'string' ? Buffer.from(text) : text
+  for (const n of needles) if (bytes.includes(n)) return true
+  return false
+}
+
+/** The header (its name) of a response whose name or value holds a needle, or null. */
+export function headerEcho(
+  headers: Readonly<Record<string, string | string[] | number | undefined>>,
+  needles: readonly Buffer[],
+): string | null {
+  if (needles.length === 0) return null
+  for (const name in headers) {
+    const value = headers[name]
+    if (value === undefined) continue
+    if (holdsEcho(name, needles)) return name
+    if (Array.isArray(value)) {
+      for (const v of value) if (holdsEcho(v, needles)) return name
+    } else if (holdsEcho(String(value), needles)) return name
+  }
+  return null
+}
+
+/**
+ * A body searched chunk by chunk as it streams, each chunk judged before it is relayed. A needle
+ * split across two chunks is found in the second, by keeping the end of the first. The first
+ * chunk's end, relayed already, could then hold the needle's start: so a chunk that ends with at
+ * least half of a needle's start is judged an echo itself. Less than half tells too little of a
+ * secret to matter (it is at least 8 bytes), and an answer that happens to end a chunk with it is
+ * not cut.
+ */
+export interface EchoScanner {
+  /** Whether this chunk, with what came before it, holds (or ends with half of) a needle. */
+  push(chunk: Buffer | string): boolean
+}
+
+export function createEchoScanner(needles: readonly Buffer[]): EchoScanner {
+  const keep = needles.reduce((n, b) => Math.max(n, b.length), 0) - 1
+  let carry: Buffer | null = null
+  return {
+    push(chunk) {
+      const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+      // The chunk is searched where it lies; only the seam with the last one is copied.
+      const seam = carry ? Buffer.concat([carry, bytes.subarray(0, keep)]) : null
+      const end = bytes.length >= keep || !seam ? bytes : seam
+      for (const n of needles) {
+        if (bytes.includes(n) || seam?.includes(n)) return true
+        if (endsWithHalfOf(end, n)) return true
+      }
+      const tail = end.length > keep ? end.subarray(end.length - keep) : end
+      // A copy: the chunk's memory may be reused once it is relayed.
+      carry = keep > 0 ? Buffer.from(tail) : null
+      return false
+    },
+  }
+}
+
+/** Whether `window` ends with the first k bytes of `needle`, for some k from half of it up. */
+function endsWithHalfOf(window: Buffer, needle: Buffer): boolean {
+  const half = Math.ceil(needle.length / 2)
+  const first = needle[0] as number
+  // Only where the needle's first byte occurs among the window's last needle.length - 1 bytes.
+  for (let at = Math.max(0, window.length - needle.length + 1); at <= window.length - half; at++) {
+    if (window[at] !== first) continue
+    if (window.compare(needle, 0, window.length - at, at, window.length) === 0) return true
+  }
+  return false
+}

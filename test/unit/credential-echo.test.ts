@@ -1,0 +1,108 @@
+import fc from 'fast-check'
+import t from 'tap'
+import {
+  createEchoScanner,
+  echoNeedles,
+  headerEcho,
+  holdsEcho,
+  MIN_ECHO_BYTES,
+} from '../../src/core/credential-echo.js'
+
+const SECRET = 'ghp_A1b2/C3d4+E5f6=G7h8'
+
+t.test('the secret is looked for as sent, percent-encoded and JSON-escaped', async (t) => {
+  const forms = echoNeedles(SECRET).map(String)
+  t.same(forms, [SECRET, 'ghp_A1b2%2FC3d4%2BE5f6%3DG7h8', 'ghp_A1b2\\/C3d4+E5f6=G7h8'])
+  t.same(echoNeedles('abcdefgh').map(String), ['abcdefgh'], 'one form when the others are the same')
+  t.same(echoNeedles('x'.repeat(MIN_ECHO_BYTES - 1)), [], 'a secret too short is not looked for')
+  const needles = echoNeedles(SECRET)
+  t.ok(holdsEcho(`{"headers":{"authorization":"Bearer ${SECRET}"}}`, needles))
+  t.ok(holdsEcho(JSON.stringify({ url: `/cb?token=${encodeURIComponent(SECRET)}` }), needles))
+  t.ok(holdsEcho('{"auth":"ghp_A1b2\\/C3d4+E5f6=G7h8"}', needles))
+  t.notOk(holdsEcho(SECRET.slice(0, -1), needles), 'a part of it is not the secret')
+  t.notOk(holdsEcho('anything', []))
+})
+
+t.test('a header echoing the secret is found by name, in a value or in a list', async (t) => {
+  const needles = echoNeedles(SECRET)
+  t.equal(headerEcho({ 'content-type': 'text/plain', 'x-echo': `Bearer ${SECRET}` }, needles), 'x-echo')
+  t.equal(headerEcho({ 'set-cookie': ['a=1', `t=${SECRET}`] }, needles), 'set-cookie')
+  t.equal(headerEcho({ location: `https://x/?t=${encodeURIComponent(SECRET)}` }, needles), 'location')
+  t.equal(
+    headerEcho({ [`x-${SECRET.toLowerCase()}`]: '1' }, echoNeedles(SECRET.toLowerCase())),
+    `x-${SECRET.toLowerCase()}`,
+  )
+  t.equal(headerEcho({ 'content-length': 12, 'x-other': undefined }, needles), null)
+  t.equal(headerEcho({ 'x-echo': SECRET }, []), null)
+})
+
+/** Chunks of `body` cut at the given offsets. */
+function cut(body: Buffer, at: number[]): Buffer[] {
+  const points = [...new Set(at.map((a) => a % (body.length + 1)))].sort((a, b) => a - b)
+  const chunks: Buffer[] = []
+  let from = 0
+  for (const p of points) {
+    if (p > from) chunks.push(body.subarray(from, p))
+    from = Math.max(from, p)
+  }
+  if (from < body.length) chunks.push(body.subarray(from))
+  return chunks
+}
+
+const filler = fc.string({ unit: fc.constantFrom(...'abcdefxyz {}":,\n'.split('')), maxLength: 200 })
+
+t.test(
+  'however the body is cut into chunks, the echo is found before it is whole, and not much of it first',
+  async (t) => {
+    const needles = echoNeedles(SECRET)
+    const needle = Buffer.from(SECRET)
+    const half = Math.ceil(needle.length / 2)
+    fc.assert(
+      fc.property(filler, filler, fc.array(fc.nat(500), { maxLength: 30 }), (before, after, at) => {
+        const body = Buffer.from(`${before}${SECRET}${after}`)
+        const scanner = createEchoScanner(needles)
+        const relayed: Buffer[] = []
+        for (const chunk of cut(body, at)) {
+          // Fresh memory per chunk, and overwritten once relayed: the scanner must keep its own copy.
+          const own = Buffer.from(chunk)
+          if (scanner.push(own)) {
+            const sent = Buffer.concat(relayed).toString()
+            // What the agent got holds less than half of the secret's start at its end, and never all of it.
+            for (let k = half; k <= needle.length; k++) if (sent.endsWith(SECRET.slice(0, k))) return false
+            return !sent.includes(SECRET)
+          }
+          relayed.push(Buffer.from(own))
+          own.fill(0)
+        }
+        return false
+      }),
+      { numRuns: 2000 },
+    )
+    t.pass('found every time')
+  },
+)
+
+t.test('a body without the secret is never cut, however it is chunked', async (t) => {
+  const needles = echoNeedles(SECRET)
+  fc.assert(
+    fc.property(filler, fc.array(fc.nat(300), { maxLength: 20 }), (text, at) => {
+      // Its first few characters, even at a chunk's end, are not half of it.
+      const body = Buffer.from(`${text}ghp_A1${text}g`)
+      const scanner = createEchoScanner(needles)
+      return cut(body, at).every((c) => !scanner.push(c))
+    }),
+    { numRuns: 1000 },
+  )
+  t.pass('never cut')
+  const scanner = createEchoScanner(needles)
+  t.ok(
+    scanner.push(`...${SECRET.slice(0, Math.ceil(SECRET.length / 2))}`),
+    'a chunk ending with half of it is',
+  )
+})
+
+t.test('string chunks (an event stream read as text) are scanned as their bytes', async (t) => {
+  const scanner = createEchoScanner(echoNeedles('sécret-de-test'))
+  t.notOk(scanner.push('data: {"a":"s'))
+  t.ok(scanner.push('écret-de-test"}\n\n'))
+})
