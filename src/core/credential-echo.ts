@@ -3,8 +3,9 @@
  * echoes the request's headers, an error page that quotes the token it was sent. The agent
  * must never hold that credential, so such an answer is not relayed.
  *
- * What is looked for: the secret as sent, percent-encoded (a redirect's query, a form) and with
- * `/` escaped as JSON may write it. Not what an upstream could make of it otherwise (base64, a
+ * What is looked for: the secret as sent, percent-encoded (a redirect's query, a form: with
+ * upper- or lower-case hex, `/` encoded or left as it is) and with `/` escaped as JSON may write
+ * it; in a header's name, in lower case too (Node's own spelling of names). Not what an upstream could make of it otherwise (base64, a
  * `Range` of the echo, another case): this catches an upstream that echoes by accident, not
  * one working with the agent.
  */
@@ -15,7 +16,17 @@ export const MIN_ECHO_BYTES = 8
 /** The forms of a secret an answer is searched for; empty for a secret too short to look for. */
 export function echoNeedles(secret: string): Buffer[] {
   if (Buffer.byteLength(secret) < MIN_ECHO_BYTES) return []
-  const forms = new Set([secret, encodeURIComponent(secret), secret.replaceAll('/', '\\/')])
+  const encoded = encodeURIComponent(secret)
+  const slashKept = encoded.replaceAll('%2F', '/')
+  const lowerHex = (s: string) => s.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase())
+  const forms = new Set([
+    secret,
+    encoded,
+    lowerHex(encoded),
+    slashKept,
+    lowerHex(slashKept),
+    secret.replaceAll('/', '\\/'),
+  ])
   return [...forms].map((f) => Buffer.from(f))
 }
 
@@ -33,15 +44,40 @@ export function headerEcho(
   needles: readonly Buffer[],
 ): string | null {
   if (needles.length === 0) return null
+  const lower = lowerCased(needles)
   for (const name in headers) {
     const value = headers[name]
     if (value === undefined) continue
-    if (holdsEcho(name, needles)) return name
+    if (holdsEcho(name, lower)) return name
     if (Array.isArray(value)) {
       for (const v of value) if (holdsEcho(v, needles)) return name
     } else if (holdsEcho(String(value), needles)) return name
   }
   return null
+}
+
+/**
+ * Whether an answer's body is encoded otherwise than as sent (so it cannot be searched): a
+ * Content-Encoding, or a Transfer-Encoding other than chunked (which Node and undici undo; a
+ * `gzip, chunked` body arrives gzipped).
+ */
+export function answerEncoded(headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
+  const named = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(',') : (v ?? ''))
+  const content = named(headers['content-encoding'])
+  if (content.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'identity')) return true
+  const transfer = named(headers['transfer-encoding'])
+  return transfer.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'chunked')
+}
+
+const lowerOf = new WeakMap<readonly Buffer[], Buffer[]>()
+/** The needles in lower case, as a header's name is read (kept per needles list: one per credential). */
+function lowerCased(needles: readonly Buffer[]): Buffer[] {
+  let lower = lowerOf.get(needles)
+  if (!lower) {
+    lower = [...new Set(needles.map((n) => n.toString().toLowerCase()))].map((n) => Buffer.from(n))
+    lowerOf.set(needles, lower)
+  }
+  return lower
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { type Dispatcher, Pool } from 'undici'
-import { echoNeedles, headerEcho, holdsEcho } from '../core/credential-echo.js'
+import { answerEncoded, echoNeedles, headerEcho, holdsEcho } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { PRIVATE_ADDRESS_CODE, publicOnlyLookup } from '../systems/public-address-lookup.js'
 import { checkUpstreamPath } from './upstream-url.js'
@@ -55,9 +55,7 @@ function withheldFor(
   body: Buffer,
   needles: readonly Buffer[],
 ): UpstreamFailure | null {
-  const encoding = headers['content-encoding']
-  if (body.length > 0 && encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity')
-    return 'answer_compressed'
+  if (body.length > 0 && answerEncoded(headers)) return 'answer_compressed'
   if (headerEcho(headers, needles) !== null || holdsEcho(body, needles)) return 'credential_echoed'
   return null
 }
@@ -188,8 +186,11 @@ export function createUpstreamClient(deps: {
       let head: Dispatcher.ResponseData | null = null
       // The status arrived and then the body failed: below 500 the upstream did answer, and a
       // write reported as "may or may not have happened" would be retried, so written twice.
-      const cut = (failure: UpstreamFailure): UpstreamOutcome =>
-        head && head.statusCode < 500
+      const cut = (why: UpstreamFailure): UpstreamOutcome => {
+        // Headers that echo the secret are withheld whatever became of the body (cut off, stalled).
+        const failure =
+          head && needles.length > 0 && headerEcho(head.headers, needles) !== null ? 'credential_echoed' : why
+        return head && head.statusCode < 500
           ? {
               kind: 'response',
               status: head.statusCode,
@@ -201,6 +202,7 @@ export function createUpstreamClient(deps: {
               incomplete: failure,
             }
           : { kind: 'failed', failure, sent: true, status, latencyMs: elapsed() }
+      }
       // Each timeout bounds one wait; this bounds them all (a byte every 29 s would pass them).
       const deadline = AbortSignal.timeout(settings.deadlineMs)
       try {

@@ -14,7 +14,8 @@ import type { MessageRewrite } from './mcp-tools-filter.js'
 import { type LocalSystems, type ProxyContext, planCall } from './request-plan.js'
 import type { ParsedTarget } from './request-target.js'
 
-type Credential = { header: string; value: string }
+/** What gate-proxy injects (gate-proxy.ts), passed through untouched. */
+type Credential = { header: string; value: string; needles: readonly Buffer[] }
 
 export interface CallWritesDeps {
   writes: GatedWrites

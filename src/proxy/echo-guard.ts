@@ -1,12 +1,16 @@
 import type { IncomingMessage } from 'node:http'
-import { createEchoScanner, headerEcho } from '../core/credential-echo.js'
+import { answerEncoded, createEchoScanner, headerEcho, holdsEcho } from '../core/credential-echo.js'
 
 export type WithheldReason = 'credential_echoed' | 'compressed'
 
 export interface EchoGuardEvents {
   /** Before anything was relayed: the caller answers the agent instead. */
   withhold(reason: WithheldReason, header?: string): void
-  /** The body echoed it once the headers had gone out: the caller cuts the agent's connection. */
+  /**
+   * The body echoed it. The chunk is not relayed: http-proxy's pipe, which runs next, must find
+   * the agent's answer ended (the caller answers it, if nothing of it was written yet) or
+   * destroyed (the caller cuts the connection).
+   */
   cut(): void
 }
 
@@ -23,18 +27,17 @@ export function guardAnswer(
   needles: readonly Buffer[],
   on: EchoGuardEvents,
 ): boolean {
-  // The request asked for identity; a compressed body cannot be searched. One with no body is harmless.
-  const encoding = proxyRes.headers['content-encoding']
-  if (
-    encoding !== undefined &&
-    encoding.trim().toLowerCase() !== 'identity' &&
-    mayHaveBody(proxyRes, method)
-  ) {
+  // The request asked for identity; a compressed body cannot be searched. One with no body is
+  // harmless. Node undoes chunked framing only: `Transfer-Encoding: gzip, chunked` arrives gzipped.
+  if (answerEncoded(proxyRes.headers) && mayHaveBody(proxyRes, method)) {
     proxyRes.destroy()
     on.withhold('compressed')
     return false
   }
-  const header = headerEcho(proxyRes.headers, needles)
+  // The status line's reason text is relayed too (http-proxy copies it).
+  const header = holdsEcho(proxyRes.statusMessage ?? '', needles)
+    ? ':status'
+    : headerEcho(proxyRes.headers, needles)
   if (header !== null) {
     proxyRes.destroy()
     on.withhold('credential_echoed', header)

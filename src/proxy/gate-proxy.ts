@@ -295,7 +295,28 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       },
       cut() {
         withheld('credential_echoed')
-        res.destroy()
+        // Node writes the headers with the first chunk of the body: if that chunk is the one cut,
+        // nothing has gone out, and the agent is answered, as for an echo in a header.
+        if (res.headersSent || res.destroyed) {
+          res.destroy()
+          return
+        }
+        for (const name of res.getHeaderNames()) res.removeHeader(name)
+        res.statusMessage = '' // http-proxy set the upstream's: the 502 gets its own
+        // The pipe still writes this chunk, to an ended answer: Node reports that as an error.
+        res.on('error', () => {})
+        const def = ERRORS.answerWithheld
+        sendJson(
+          res,
+          def.status,
+          {
+            error: def.message,
+            code: def.code,
+            reason: 'credential_echoed',
+            ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}),
+          },
+          { connection: 'close' },
+        )
       },
     }
   }

@@ -493,6 +493,25 @@ t.test('upstream answers and failures are reported as they are', async (t) => {
           'credential_echoed',
         ],
         [
+          'in a redirect whose body then outgrows the limit',
+          (_q, res) => {
+            res.writeHead(302, {
+              location: `https://x.example/?t=${CREDENTIAL_SECRET}`,
+              'content-type': 'text/html',
+            })
+            res.end('x'.repeat(5000))
+          },
+          'credential_echoed',
+        ],
+        [
+          'compressed by a transfer coding',
+          (_q, res) => {
+            res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'gzip, chunked' })
+            res.end('\x1f\x8b...')
+          },
+          'answer_compressed',
+        ],
+        [
           'compressed, though asked for identity',
           (_q, res) => {
             res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })

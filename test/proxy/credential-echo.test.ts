@@ -52,6 +52,17 @@ t.test('an answer that carries back the injected credential never reaches the ag
     )
   })
 
+  t.test('in the first chunk of the body, nothing was written yet: answered 502 instead', async (t) => {
+    fleet.upstream.behaviour = (req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-kept': 'no' })
+      res.end(JSON.stringify({ headers: req.headers }))
+    }
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(r.status, 502)
+    t.match(r.json(), { code: 'answer_withheld', reason: 'credential_echoed', receiptId: /^rcp_/ })
+    t.equal(r.headers['x-kept'], undefined, "none of the upstream's headers")
+  })
+
   t.test('split across two chunks: cut at the first, with less than half of it sent', async (t) => {
     fleet.upstream.behaviour = async (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' })
@@ -60,9 +71,19 @@ t.test('an answer that carries back the injected credential never reaches the ag
       res.end('cret"}')
     }
     const got = await rawExchange(port, post('/v1/verify'))
-    // Node sends the headers with the first chunk of the body, so here the agent gets nothing.
+    t.match(got, /^HTTP\/1\.1 502 Bad Gateway\r\n/, 'the first chunk ended with half of it: not relayed')
     t.notOk(got.includes('up-se'), 'half of the secret is not relayed either')
-    t.notOk(got.includes('"token"'), 'nor the chunk that ended with it')
+  })
+
+  t.test("in the status line's reason text", async (t) => {
+    fleet.upstream.behaviour = (req, res) => {
+      res.writeHead(401, `invalid token ${req.headers.authorization}`)
+      res.end()
+    }
+    const got = await rawExchange(port, post('/v1/verify'))
+    t.match(got, /^HTTP\/1\.1 502 Bad Gateway\r\n/)
+    t.match(got, /"reason":"credential_echoed"/)
+    t.notOk(got.includes(SECRET))
   })
 
   t.test('the secret in a header: answered 502 answer_withheld instead', async (t) => {
@@ -116,6 +137,18 @@ t.test('an answer that carries back the injected credential never reaches the ag
       }
       const empty = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
       t.equal(empty.status, 204)
+      // Node undoes chunked framing only: a gzip transfer coding would reach the agent gzipped.
+      fleet.upstream.behaviour = (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'gzip, chunked' })
+        res.end(gzipSync(`{"token":"Bearer ${SECRET}"}`))
+      }
+      const transferred = await agentRequest(port, {
+        method: 'POST',
+        path: '/sys_billing/v1/verify',
+        body: '{}',
+      })
+      t.equal(transferred.status, 502)
+      t.match(transferred.json(), { code: 'answer_withheld', reason: 'compressed' })
     },
   )
 
@@ -132,7 +165,7 @@ t.test('an answer that carries back the injected credential never reaches the ag
 
   t.test('on record: a warning naming the system and the header, never the secret', async (t) => {
     const warned = lines.filter((l) => l.level === LOG_LEVEL.warn && /withheld/.test(String(l.msg)))
-    t.ok(warned.length >= 4, `${warned.length} warnings`)
+    t.ok(warned.length >= 7, `${warned.length} warnings`)
     t.ok(warned.some((l) => l.header === 'x-echo-authorization'))
     t.ok(warned.every((l) => l.system === 'sys_billing'))
     t.notOk(JSON.stringify(lines).includes(SECRET))
