@@ -6,9 +6,15 @@ import type { Html } from './html.js'
 import { errorPage } from './pages/error.js'
 import type { PortalSession, PortalSessions } from './portal-sessions.js'
 
-export const SESSION_COOKIE = 'wg_portal'
+/** A portal cookie: its name before any prefix, and the path it is set for. */
+export interface PortalCookie {
+  base: string
+  path: string
+}
+/** The session, for the whole origin: the API's `GET /v1/receipts/stats` reads it too. */
+export const SESSION_COOKIE: PortalCookie = { base: 'wg_portal', path: '/' }
 /** Before sign-in there is no session: a double-submit token guards the sign-in form (login CSRF). */
-export const PRE_SESSION_COOKIE = 'wg_portal_pre'
+export const PRE_SESSION_COOKIE: PortalCookie = { base: 'wg_portal_pre', path: '/portal' }
 const FORM_LIMIT_BYTES = 64 * 1024
 
 /** No inline script or style anywhere, nothing framed, nothing loaded from elsewhere. */
@@ -54,15 +60,27 @@ export function cookiesOf(req: FastifyRequest): Map<string, string> {
   return out
 }
 
+/**
+ * A cookie's name for this request. Over TLS (or when a trusted proxy says so) it carries the
+ * prefix browsers enforce: `__Host-` (Secure, this host only, path /) for the session,
+ * `__Secure-` for the pre-session, whose path is narrower. A cookie of the plain name (set by a
+ * sibling subdomain, or over plain HTTP by someone on the path) is then not read: it cannot
+ * fix a session on the sponsor. Over plain HTTP (a laptop) browsers refuse the prefixes.
+ */
+export function cookieName(req: FastifyRequest, c: PortalCookie): string {
+  if (req.protocol !== 'https') return c.base
+  return c.path === '/' ? `__Host-${c.base}` : `__Secure-${c.base}`
+}
+
+/** The value of a portal cookie the request carries, under this request's name for it. */
+export function readCookie(req: FastifyRequest, c: PortalCookie): string | undefined {
+  return cookiesOf(req).get(cookieName(req, c))
+}
+
 /** Secure whenever the request came over TLS, or a trusted proxy says it did (trustProxy). */
-export function cookie(
-  req: FastifyRequest,
-  name: string,
-  value: string,
-  opts: { path: string; maxAgeSeconds: number },
-): string {
+export function cookie(req: FastifyRequest, c: PortalCookie, value: string, maxAgeSeconds: number): string {
   const secure = req.protocol === 'https' ? '; Secure' : ''
-  return `${name}=${value}; Path=${opts.path}; Max-Age=${opts.maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`
+  return `${cookieName(req, c)}=${value}; Path=${c.path}; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`
 }
 
 export function sendPage(reply: FastifyReply, page: Html, status = 200): FastifyReply {
@@ -92,7 +110,7 @@ export function checkCsrf(req: FastifyRequest, session: PortalSession, form: Rec
 
 /** The sign-in form: its hidden token must equal the pre-session cookie the sign-in page set. */
 export function checkPreSessionCsrf(req: FastifyRequest, form: Record<string, string>): void {
-  if (crossOrigin(req) || !sameToken(form._csrf, cookiesOf(req).get(PRE_SESSION_COOKIE)))
+  if (crossOrigin(req) || !sameToken(form._csrf, readCookie(req, PRE_SESSION_COOKIE)))
     throw new WriteGateError(ERRORS.csrfInvalid)
 }
 
@@ -126,7 +144,7 @@ export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions
   )
   app.decorateRequest('portal', null)
   app.addHook('onRequest', async (req) => {
-    req.portal = await sessions.resolve(cookiesOf(req).get(SESSION_COOKIE))
+    req.portal = await sessions.resolve(readCookie(req, SESSION_COOKIE))
   })
   app.addHook('onSend', async (_req, reply) => {
     reply.headers(SECURITY_HEADERS)
@@ -164,7 +182,7 @@ export function portalSessionOf(
   req: FastifyRequest,
   sessions: PortalSessions,
 ): Promise<PortalSession | null> {
-  return sessions.resolve(cookiesOf(req).get(SESSION_COOKIE))
+  return sessions.resolve(readCookie(req, SESSION_COOKIE))
 }
 
 /** The signed-in session of a page request; pages redirect to sign-in, anything else is 401. */

@@ -123,21 +123,51 @@ t.test('portal sessions', async (t) => {
     },
   )
 
-  t.test('Secure when a trusted proxy says the request came over TLS', async (t) => {
+  t.test('over TLS (a trusted proxy says so): Secure, and names only this host can set', async (t) => {
     const behind = await startControlPlane(t, 'fake', {
       settings: { server: { trustProxy: ['127.0.0.1'] } },
     })
-    const { pre } = await preSession(behind.cp)
+    const https = { 'x-forwarded-proto': 'https' }
+    const page = await behind.cp.app.inject({ method: 'GET', url: '/portal/sign-in', headers: https })
+    const preCookie = String(page.headers['set-cookie'])
+    t.match(
+      preCookie,
+      /^__Secure-wg_portal_pre=[^;]+; Path=\/portal; Max-Age=3600; HttpOnly; SameSite=Strict; Secure$/,
+    )
+    const pre = /^__Secure-wg_portal_pre=([^;]+)/.exec(preCookie)?.[1] as string
     const other = await behind.api.newTenant()
-    const c = await generate({ secret: other.totp.secret, epoch: Math.floor(behind.clock.nowMs() / 1000) })
-    const res = await behind.cp.app.inject({
-      method: 'POST',
-      url: '/portal/sign-in',
-      headers: { ...FORM, cookie: `${PRE}=${pre}`, 'x-forwarded-proto': 'https' },
-      payload: form({ _csrf: pre, apiKey: other.apiKey, code: c }),
-    })
+    const signInWith = async (cookie: string) =>
+      behind.cp.app.inject({
+        method: 'POST',
+        url: '/portal/sign-in',
+        headers: { ...FORM, cookie, ...https },
+        payload: form({
+          _csrf: pre,
+          apiKey: other.apiKey,
+          code: await generate({ secret: other.totp.secret, epoch: Math.floor(behind.clock.nowMs() / 1000) }),
+        }),
+      })
+    // The plain name could have been set by a sibling subdomain: not the form's token over TLS.
+    t.equal((await signInWith(`${PRE}=${pre}`)).statusCode, 403, 'a plain pre-session cookie is not read')
+    const res = await signInWith(`__Secure-${PRE}=${pre}`)
     t.equal(res.statusCode, 303, res.body)
-    t.match(String(res.headers['set-cookie']), /wg_portal=wgps_[^;]+;.*; Secure/)
+    const session = (res.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-wg_portal='))
+    t.match(
+      session,
+      /^__Host-wg_portal=wgps_[0-9A-Za-z]{43}; Path=\/; Max-Age=43200; HttpOnly; SameSite=Strict; Secure$/,
+    )
+    const token = /^__Host-wg_portal=([^;]+)/.exec(session as string)?.[1] as string
+    const approvals = (cookie: string, headers: Record<string, string> = https) =>
+      behind.cp.app.inject({ method: 'GET', url: '/portal/approvals', headers: { cookie, ...headers } })
+    t.equal((await approvals(`__Host-wg_portal=${token}`)).statusCode, 200, 'signed in')
+    const fixed = await approvals(`wg_portal=${token}`)
+    t.equal(fixed.statusCode, 303, 'a session in a plain-named cookie is not taken over TLS')
+    t.equal(fixed.headers.location, '/portal/sign-in')
+    t.equal(
+      (await approvals(`__Host-wg_portal=${token}`, {})).statusCode,
+      303,
+      'nor a prefixed one over HTTP',
+    )
   })
 
   t.test('refused sign-ins: wrong code, replayed code, agent key, unknown key; on record', async (t) => {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { RECEIPT_STREAM_HEADERS, type ReceiptStream, startReceiptStream } from '../../audit/receipt-stream.js'
 import { livePage } from '../pages/live.js'
-import { cookiesOf, SESSION_COOKIE, sendPage, sessionOf } from '../portal-http.js'
+import { readCookie, SESSION_COOKIE, sendPage, sessionOf } from '../portal-http.js'
 import { type PortalDeps, requirePage } from './route-kit.js'
 
 /** Live decisions: the page and its receipt stream, which ends with the session. */
@@ -28,7 +28,7 @@ export function liveRoutes(app: FastifyInstance, deps: PortalDeps): void {
     const last = req.headers['last-event-id']
     const raw = typeof last === 'string' ? last : q.since
     const cursor = raw !== undefined && /^\d{1,15}$/.test(raw) ? Number(raw) : 0
-    const token = cookiesOf(req).get(SESSION_COOKIE)
+    const token = readCookie(req, SESSION_COOKIE)
     reply.hijack()
     if (req.method === 'HEAD') {
       reply.raw.writeHead(200, RECEIPT_STREAM_HEADERS)

@@ -5,9 +5,9 @@ import { signInPage } from '../pages/sign-in.js'
 import {
   checkPreSessionCsrf,
   cookie,
-  cookiesOf,
   formOf,
   PRE_SESSION_COOKIE,
+  readCookie,
   SESSION_COOKIE,
   sendPage,
 } from '../portal-http.js'
@@ -18,14 +18,14 @@ export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
   app.get('/portal/sign-in', async (req, reply) => {
     if (req.portal) return reply.redirect('/portal', 303)
     const pre = randomBase62(32)
-    reply.header('set-cookie', cookie(req, PRE_SESSION_COOKIE, pre, { path: '/portal', maxAgeSeconds: 3600 }))
+    reply.header('set-cookie', cookie(req, PRE_SESSION_COOKIE, pre, 3600))
     return sendPage(reply, signInPage({ preCsrf: pre }))
   })
 
   app.post('/portal/sign-in', async (req, reply) => {
     const form = formOf(req)
     checkPreSessionCsrf(req, form)
-    const pre = cookiesOf(req).get(PRE_SESSION_COOKIE) ?? ''
+    const pre = readCookie(req, PRE_SESSION_COOKIE) ?? ''
     try {
       const { token } = await deps.sessions.signIn({
         apiKey: form.apiKey ?? '',
@@ -33,8 +33,8 @@ export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
         clientIp: req.ip,
       })
       reply.header('set-cookie', [
-        cookie(req, SESSION_COOKIE, token, { path: '/', maxAgeSeconds: deps.sessionMaxSeconds }),
-        cookie(req, PRE_SESSION_COOKIE, '', { path: '/portal', maxAgeSeconds: 0 }),
+        cookie(req, SESSION_COOKIE, token, deps.sessionMaxSeconds),
+        cookie(req, PRE_SESSION_COOKIE, '', 0),
       ])
       return reply.redirect('/portal', 303)
     } catch (err) {
@@ -46,8 +46,8 @@ export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
 
   app.post('/portal/sign-out', async (req, reply) => {
     signedForm(req)
-    await deps.sessions.signOut(cookiesOf(req).get(SESSION_COOKIE) ?? '')
-    reply.header('set-cookie', cookie(req, SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0 }))
+    await deps.sessions.signOut(readCookie(req, SESSION_COOKIE) ?? '')
+    reply.header('set-cookie', cookie(req, SESSION_COOKIE, '', 0))
     return reply.redirect('/portal/sign-in', 303)
   })
 }
