@@ -3,52 +3,77 @@
  * echoes the request's headers, an error page that quotes the token it was sent. The agent
  * must never hold that credential, so such an answer is not relayed.
  *
- * What is looked for: the secret as sent, percent-encoded (a redirect's query, a form: with
- * upper- or lower-case hex, `/` encoded or left as it is) and with `/` escaped as JSON may write
- * it; in a header's name, in lower case too (Node's own spelling of names). Not what an upstream could make of it otherwise (base64, a
- * `Range` of the echo, another case): this catches an upstream that echoes by accident, not
- * one working with the agent.
+ * What is looked for: the secret as sent (its UTF-8 and, for a secret beyond ASCII, its
+ * Latin-1 bytes, which is how Node sends a header), percent-encoded (a redirect's query, a
+ * form: upper- or lower-case hex, `/` encoded or left as it is, `!'()*~` encoded or not) and
+ * with `/` escaped as JSON may write it; in a header's name, in lower case too (Node's own
+ * spelling of names). Not what an upstream could make of it otherwise (base64, a `Range` of the
+ * echo, another case): this catches an upstream that echoes by accident, not one working with
+ * the agent.
  */
 
 /** Secrets shorter than this are not looked for: too likely to occur by chance to cut answers on. */
 export const MIN_ECHO_BYTES = 8
 
-/** The forms of a secret an answer is searched for; empty for a secret too short to look for. */
-export function echoNeedles(secret: string): Buffer[] {
-  if (Buffer.byteLength(secret) < MIN_ECHO_BYTES) return []
-  const encoded = encodeURIComponent(secret)
-  const slashKept = encoded.replaceAll('%2F', '/')
+/** The forms of one secret an answer is searched for. */
+export interface EchoNeedles {
+  readonly forms: readonly Buffer[]
+  /**
+   * Half of the secret's characters, rounded up: a chunk that ends with this many bytes of a
+   * form's start is judged an echo (createEchoScanner). Every form spends at least a byte on
+   * each character, so no form's start of fewer bytes tells half of the secret.
+   */
+  readonly half: number
+}
+
+export const NO_NEEDLES: EchoNeedles = { forms: [], half: 0 }
+
+/** The forms of a secret an answer is searched for; none for a secret too short to look for. */
+export function echoNeedles(secret: string): EchoNeedles {
+  if (Buffer.byteLength(secret) < MIN_ECHO_BYTES) return NO_NEEDLES
   const lowerHex = (s: string) => s.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase())
-  const forms = new Set([
-    secret,
-    encoded,
-    lowerHex(encoded),
-    slashKept,
-    lowerHex(slashKept),
-    secret.replaceAll('/', '\\/'),
-  ])
-  return [...forms].map((f) => Buffer.from(f))
+  const encoded = encodeURIComponent(secret)
+  // As other encoders write it: Go's QueryEscape and Python's quote_plus also encode !'()*;
+  // URLSearchParams (a form) and Java's URLEncoder !'()~ but not *.
+  const hex = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`
+  const texts = new Set<string>()
+  for (const e of [encoded, encoded.replace(/[!'()*]/g, hex), encoded.replace(/[!'()~]/g, hex)]) {
+    const slashKept = e.replaceAll('%2F', '/')
+    for (const f of [e, lowerHex(e), slashKept, lowerHex(slashKept)]) texts.add(f)
+  }
+  const forms = new Map<string, Buffer>()
+  const add = (b: Buffer) => forms.set(b.toString('hex'), b)
+  add(Buffer.from(secret))
+  // Characters beyond ASCII (the resolver allows Latin-1) go out as one byte each in a header.
+  if ([...secret].some((c) => (c.codePointAt(0) as number) > 0x7f)) add(Buffer.from(secret, 'latin1'))
+  add(Buffer.from(secret.replaceAll('/', '\\/')))
+  for (const t of texts) add(Buffer.from(t))
+  return { forms: [...forms.values()], half: Math.ceil([...secret].length / 2) }
 }
 
 /** Whether `text` (a header value, a whole body) holds any of the needles. */
-export function holdsEcho(text: string | Buffer, needles: readonly Buffer[]): boolean {
-  if (needles.length === 0) return false
+export function holdsEcho(text: string | Buffer, needles: EchoNeedles): boolean {
+  return holdsAny(text, needles.forms)
+}
+
+function holdsAny(text: string | Buffer, forms: readonly Buffer[]): boolean {
+  if (forms.length === 0) return false
   const bytes = typeof text === 'string' ? Buffer.from(text) : text
-  for (const n of needles) if (bytes.includes(n)) return true
+  for (const n of forms) if (bytes.includes(n)) return true
   return false
 }
 
 /** The header (its name) of a response whose name or value holds a needle, or null. */
 export function headerEcho(
   headers: Readonly<Record<string, string | string[] | number | undefined>>,
-  needles: readonly Buffer[],
+  needles: EchoNeedles,
 ): string | null {
-  if (needles.length === 0) return null
+  if (needles.forms.length === 0) return null
   const lower = lowerCased(needles)
   for (const name in headers) {
     const value = headers[name]
     if (value === undefined) continue
-    if (holdsEcho(name, lower)) return name
+    if (holdsAny(name, lower)) return name
     if (Array.isArray(value)) {
       for (const v of value) if (holdsEcho(v, needles)) return name
     } else if (holdsEcho(String(value), needles)) return name
@@ -69,12 +94,13 @@ export function answerEncoded(headers: Readonly<Record<string, string | string[]
   return transfer.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'chunked')
 }
 
-const lowerOf = new WeakMap<readonly Buffer[], Buffer[]>()
-/** The needles in lower case, as a header's name is read (kept per needles list: one per credential). */
-function lowerCased(needles: readonly Buffer[]): Buffer[] {
+const lowerOf = new WeakMap<EchoNeedles, Buffer[]>()
+/** The forms in lower case, as a header's name is read (kept per needles: one per credential). */
+function lowerCased(needles: EchoNeedles): Buffer[] {
   let lower = lowerOf.get(needles)
   if (!lower) {
-    lower = [...new Set(needles.map((n) => n.toString().toLowerCase()))].map((n) => Buffer.from(n))
+    // Header names are ASCII tokens: only A-Z is lowered.
+    lower = needles.forms.map((n) => Buffer.from(n.map((b) => (b >= 0x41 && b <= 0x5a ? b + 0x20 : b))))
     lowerOf.set(needles, lower)
   }
   return lower
@@ -84,17 +110,18 @@ function lowerCased(needles: readonly Buffer[]): Buffer[] {
  * A body searched chunk by chunk as it streams, each chunk judged before it is relayed. A needle
  * split across two chunks is found in the second, by keeping the end of the first. The first
  * chunk's end, relayed already, could then hold the needle's start: so a chunk that ends with at
- * least half of a needle's start is judged an echo itself. Less than half tells too little of a
- * secret to matter (it is at least 8 bytes), and an answer that happens to end a chunk with it is
- * not cut.
+ * least `half` bytes of a form's start is judged an echo itself. Fewer tell less than half of the
+ * secret's characters (it is at least 8 bytes), and an answer that happens to end a chunk with
+ * them is not cut.
  */
 export interface EchoScanner {
   /** Whether this chunk, with what came before it, holds (or ends with half of) a needle. */
   push(chunk: Buffer | string): boolean
 }
 
-export function createEchoScanner(needles: readonly Buffer[]): EchoScanner {
-  const keep = needles.reduce((n, b) => Math.max(n, b.length), 0) - 1
+export function createEchoScanner(needles: EchoNeedles): EchoScanner {
+  const { forms, half } = needles
+  const keep = forms.reduce((n, b) => Math.max(n, b.length), 0) - 1
   let carry: Buffer | null = null
   return {
     push(chunk) {
@@ -102,9 +129,9 @@ export function createEchoScanner(needles: readonly Buffer[]): EchoScanner {
       // The chunk is searched where it lies; only the seam with the last one is copied.
       const seam = carry ? Buffer.concat([carry, bytes.subarray(0, keep)]) : null
       const end = bytes.length >= keep || !seam ? bytes : seam
-      for (const n of needles) {
+      for (const n of forms) {
         if (bytes.includes(n) || seam?.includes(n)) return true
-        if (endsWithHalfOf(end, n)) return true
+        if (endsWithStartOf(end, n, half)) return true
       }
       const tail = end.length > keep ? end.subarray(end.length - keep) : end
       // A copy: the chunk's memory may be reused once it is relayed.
@@ -114,9 +141,8 @@ export function createEchoScanner(needles: readonly Buffer[]): EchoScanner {
   }
 }
 
-/** Whether `window` ends with the first k bytes of `needle`, for some k from half of it up. */
-function endsWithHalfOf(window: Buffer, needle: Buffer): boolean {
-  const half = Math.ceil(needle.length / 2)
+/** Whether `window` ends with the first k bytes of `needle`, for some k from `half` up. */
+function endsWithStartOf(window: Buffer, needle: Buffer, half: number): boolean {
   const first = needle[0] as number
   // Only where the needle's first byte occurs among the window's last needle.length - 1 bytes.
   for (let at = Math.max(0, window.length - needle.length + 1); at <= window.length - half; at++) {

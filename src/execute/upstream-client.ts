@@ -1,7 +1,14 @@
 import type { LookupFunction } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { type Dispatcher, Pool } from 'undici'
-import { answerEncoded, echoNeedles, headerEcho, holdsEcho } from '../core/credential-echo.js'
+import {
+  answerEncoded,
+  type EchoNeedles,
+  echoNeedles,
+  headerEcho,
+  holdsEcho,
+  NO_NEEDLES,
+} from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { PRIVATE_ADDRESS_CODE, publicOnlyLookup } from '../systems/public-address-lookup.js'
 import { checkUpstreamPath } from './upstream-url.js'
@@ -53,7 +60,7 @@ const withholds = (failure: UpstreamFailure) =>
 function withheldFor(
   headers: Record<string, string | string[] | undefined>,
   body: Buffer,
-  needles: readonly Buffer[],
+  needles: EchoNeedles,
 ): UpstreamFailure | null {
   if (body.length > 0 && answerEncoded(headers)) return 'answer_compressed'
   if (headerEcho(headers, needles) !== null || holdsEcho(body, needles)) return 'credential_echoed'
@@ -174,10 +181,10 @@ export function createUpstreamClient(deps: {
       if (req.body !== null && req.contentType !== null) headers['content-type'] = req.contentType
       if (req.idempotencyKey !== null) headers['idempotency-key'] = req.idempotencyKey
       headers['x-writegate-receipt'] = req.receiptId
-      const needles = credential ? echoNeedles(credential.secret) : []
+      const needles = credential ? echoNeedles(credential.secret) : NO_NEEDLES
       if (credential) headers[credential.header] = credential.value
       // Its answer is searched for the secret, so it is asked for uncompressed.
-      if (needles.length > 0) headers['accept-encoding'] = 'identity'
+      if (needles.forms.length > 0) headers['accept-encoding'] = 'identity'
 
       const t0 = performance.now()
       const elapsed = () => Math.round(performance.now() - t0)
@@ -189,7 +196,9 @@ export function createUpstreamClient(deps: {
       const cut = (why: UpstreamFailure): UpstreamOutcome => {
         // Headers that echo the secret are withheld whatever became of the body (cut off, stalled).
         const failure =
-          head && needles.length > 0 && headerEcho(head.headers, needles) !== null ? 'credential_echoed' : why
+          head && needles.forms.length > 0 && headerEcho(head.headers, needles) !== null
+            ? 'credential_echoed'
+            : why
         return head && head.statusCode < 500
           ? {
               kind: 'response',
@@ -226,7 +235,7 @@ export function createUpstreamClient(deps: {
           chunks.push(chunk as Buffer)
         }
         const body = Buffer.concat(chunks)
-        const withheld = needles.length > 0 ? withheldFor(res.headers, body, needles) : null
+        const withheld = needles.forms.length > 0 ? withheldFor(res.headers, body, needles) : null
         if (withheld) return cut(withheld)
         return {
           kind: 'response',

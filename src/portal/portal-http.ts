@@ -13,8 +13,12 @@ export interface PortalCookie {
 }
 /** The session, for the whole origin: the API's `GET /v1/receipts/stats` reads it too. */
 export const SESSION_COOKIE: PortalCookie = { base: 'wg_portal', path: '/' }
-/** Before sign-in there is no session: a double-submit token guards the sign-in form (login CSRF). */
-export const PRE_SESSION_COOKIE: PortalCookie = { base: 'wg_portal_pre', path: '/portal' }
+/**
+ * Before sign-in there is no session: a double-submit token guards the sign-in form (login
+ * CSRF). For the whole origin too, so that over TLS it is a `__Host-` cookie: a `__Secure-` one
+ * may be set by a sibling subdomain (with `Domain=`).
+ */
+export const PRE_SESSION_COOKIE: PortalCookie = { base: 'wg_portal_pre', path: '/' }
 const FORM_LIMIT_BYTES = 64 * 1024
 
 /** No inline script or style anywhere, nothing framed, nothing loaded from elsewhere. */
@@ -62,13 +66,14 @@ export function cookiesOf(req: FastifyRequest): Map<string, string> {
 
 /**
  * A cookie's name for this request. Over TLS (or when a trusted proxy says so) it carries the
- * prefix browsers enforce: `__Host-` (Secure, this host only, path /) for the session,
- * `__Secure-` for the pre-session, whose path is narrower. A cookie of the plain name (set by a
- * sibling subdomain, or over plain HTTP by someone on the path) is then not read: it cannot
- * fix a session on the sponsor. Over plain HTTP (a laptop) browsers refuse the prefixes.
+ * prefix browsers enforce, `__Host-`: Secure, set by this host only, path /. A cookie of the
+ * plain name (set by a sibling subdomain, or over plain HTTP by someone on the path) is then not
+ * read: it cannot fix a session on the sponsor. Over plain HTTP (a laptop) browsers refuse the
+ * prefix.
  */
 export function cookieName(req: FastifyRequest, c: PortalCookie): string {
   if (req.protocol !== 'https') return c.base
+  // `__Host-` needs path /; a narrower cookie gets the weaker `__Secure-`.
   return c.path === '/' ? `__Host-${c.base}` : `__Secure-${c.base}`
 }
 

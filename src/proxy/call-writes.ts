@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { REPLAYED_HEADERS } from '../actions/staged-request.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
+import type { EchoNeedles } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
@@ -15,7 +16,7 @@ import { type LocalSystems, type ProxyContext, planCall } from './request-plan.j
 import type { ParsedTarget } from './request-target.js'
 
 /** What gate-proxy injects (gate-proxy.ts), passed through untouched. */
-type Credential = { header: string; value: string; needles: readonly Buffer[] }
+type Credential = { header: string; value: string; needles: EchoNeedles }
 
 export interface CallWritesDeps {
   writes: GatedWrites

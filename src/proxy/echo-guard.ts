@@ -1,5 +1,11 @@
 import type { IncomingMessage } from 'node:http'
-import { answerEncoded, createEchoScanner, headerEcho, holdsEcho } from '../core/credential-echo.js'
+import {
+  answerEncoded,
+  createEchoScanner,
+  type EchoNeedles,
+  headerEcho,
+  holdsEcho,
+} from '../core/credential-echo.js'
 
 export type WithheldReason = 'credential_echoed' | 'compressed'
 
@@ -24,7 +30,7 @@ export interface EchoGuardEvents {
 export function guardAnswer(
   proxyRes: IncomingMessage,
   method: string,
-  needles: readonly Buffer[],
+  needles: EchoNeedles,
   on: EchoGuardEvents,
 ): boolean {
   // The request asked for identity; a compressed body cannot be searched. One with no body is

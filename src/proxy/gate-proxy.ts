@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
-import { echoNeedles } from '../core/credential-echo.js'
+import { type EchoNeedles, echoNeedles } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
 import { standingOf } from '../core/evaluate.js'
@@ -52,7 +52,7 @@ type WriteContext = Extract<ProxyContext, { kind: 'write' }>
 interface InjectedCredential {
   header: string
   value: string
-  needles: readonly Buffer[]
+  needles: EchoNeedles
 }
 
 export const GRANT_HEADER = 'x-writegate-grant'
@@ -139,7 +139,7 @@ type Forwarded = IncomingMessage & {
   /** Its upstream connection is not kept for another request (a read that carried a body). */
   wgCloseUpstream?: boolean
   /** It carried an injected credential: its answer is searched for these before it is relayed. */
-  wgEcho?: readonly Buffer[]
+  wgEcho?: EchoNeedles
   /** Its answer was withheld (answered instead, or cut), for carrying back the credential. */
   wgWithheld?: boolean
 }
@@ -294,6 +294,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         )
       },
       cut() {
+        // Answered already (a rewritten answer refused as unreadable, whose body still flows): that stands.
+        if (res.writableEnded) return
         withheld('credential_echoed')
         // Node writes the headers with the first chunk of the body: if that chunk is the one cut,
         // nothing has gone out, and the agent is answered, as for an echo in a header.
@@ -302,6 +304,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           return
         }
         for (const name of res.getHeaderNames()) res.removeHeader(name)
+        res.sendDate = true // removing `date` turned it off
         res.statusMessage = '' // http-proxy set the upstream's: the 502 gets its own
         // The pipe still writes this chunk, to an ended answer: Node reports that as an error.
         res.on('error', () => {})
@@ -372,7 +375,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (credential) {
       set[credential.header] = credential.value
       // Its answer is searched for the secret: asked for uncompressed (one compressed anyway is withheld).
-      if (credential.needles.length > 0) set['accept-encoding'] = 'identity'
+      if (credential.needles.forms.length > 0) set['accept-encoding'] = 'identity'
     }
     req.headers = forwardedHeaders(
       req.headers,
@@ -390,7 +393,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (receiptId) r.wgReceipt = receiptId
     if (rewritten) r.wgRewrite = rewritten
     if (closeAfter) r.wgCloseUpstream = true
-    if (credential && credential.needles.length > 0) r.wgEcho = credential.needles
+    if (credential && credential.needles.forms.length > 0) r.wgEcho = credential.needles
     const onError = (err: Error) => {
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'

@@ -132,9 +132,9 @@ t.test('portal sessions', async (t) => {
     const preCookie = String(page.headers['set-cookie'])
     t.match(
       preCookie,
-      /^__Secure-wg_portal_pre=[^;]+; Path=\/portal; Max-Age=3600; HttpOnly; SameSite=Strict; Secure$/,
+      /^__Host-wg_portal_pre=[^;]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Strict; Secure$/,
     )
-    const pre = /^__Secure-wg_portal_pre=([^;]+)/.exec(preCookie)?.[1] as string
+    const pre = /^__Host-wg_portal_pre=([^;]+)/.exec(preCookie)?.[1] as string
     const other = await behind.api.newTenant()
     const signInWith = async (cookie: string) =>
       behind.cp.app.inject({
@@ -149,7 +149,7 @@ t.test('portal sessions', async (t) => {
       })
     // The plain name could have been set by a sibling subdomain: not the form's token over TLS.
     t.equal((await signInWith(`${PRE}=${pre}`)).statusCode, 403, 'a plain pre-session cookie is not read')
-    const res = await signInWith(`__Secure-${PRE}=${pre}`)
+    const res = await signInWith(`__Host-${PRE}=${pre}`)
     t.equal(res.statusCode, 303, res.body)
     const session = (res.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-wg_portal='))
     t.match(

@@ -61,6 +61,7 @@ t.test('an answer that carries back the injected credential never reaches the ag
     t.equal(r.status, 502)
     t.match(r.json(), { code: 'answer_withheld', reason: 'credential_echoed', receiptId: /^rcp_/ })
     t.equal(r.headers['x-kept'], undefined, "none of the upstream's headers")
+    t.ok(r.headers.date, 'but a Date of its own')
   })
 
   t.test('split across two chunks: cut at the first, with less than half of it sent', async (t) => {

@@ -12,23 +12,33 @@ import {
 const SECRET = 'ghp_A1b2/C3d4+E5f6=G7h8'
 
 t.test('the secret is looked for as sent, percent-encoded and JSON-escaped', async (t) => {
-  const forms = echoNeedles(SECRET).map(String)
+  const forms = echoNeedles(SECRET).forms.map(String)
   t.same(forms, [
     SECRET,
+    'ghp_A1b2\\/C3d4+E5f6=G7h8',
     'ghp_A1b2%2FC3d4%2BE5f6%3DG7h8',
     'ghp_A1b2%2fC3d4%2bE5f6%3dG7h8', // .NET's HttpUtility.UrlEncode
     'ghp_A1b2/C3d4%2BE5f6%3DG7h8', // Python's quote(), which keeps `/`
     'ghp_A1b2/C3d4%2bE5f6%3dG7h8',
-    'ghp_A1b2\\/C3d4+E5f6=G7h8',
   ])
-  t.same(echoNeedles('abcdefgh').map(String), ['abcdefgh'], 'one form when the others are the same')
-  t.same(echoNeedles('x'.repeat(MIN_ECHO_BYTES - 1)), [], 'a secret too short is not looked for')
+  t.same(echoNeedles('abcdefgh').forms.map(String), ['abcdefgh'], 'one form when the others are the same')
+  t.same(echoNeedles('x'.repeat(MIN_ECHO_BYTES - 1)).forms, [], 'a secret too short is not looked for')
+  // URLSearchParams, Java's URLEncoder and Go's QueryEscape also encode what encodeURIComponent keeps.
+  const marks = "abc!def'ghi(jk)*~"
+  t.ok(holdsEcho(new URLSearchParams({ t: marks }).toString(), echoNeedles(marks)))
+  t.ok(holdsEcho(encodeURIComponent(marks), echoNeedles(marks)))
+  t.ok(holdsEcho('abc%21def%27ghi%28jk%29%2A~', echoNeedles(marks)), "Go's QueryEscape")
+  // A header value goes out as Latin-1: a secret beyond ASCII is also looked for as those bytes.
+  const accented = 'sk-café-0123456789'
+  t.ok(holdsEcho(Buffer.from(`{"auth":"${accented}"}`, 'latin1'), echoNeedles(accented)))
+  t.ok(holdsEcho(`{"auth":"${accented}"}`, echoNeedles(accented)), 'and as UTF-8')
+  t.equal(echoNeedles(accented).half, 9, 'half of its characters, not of its bytes')
   const needles = echoNeedles(SECRET)
   t.ok(holdsEcho(`{"headers":{"authorization":"Bearer ${SECRET}"}}`, needles))
   t.ok(holdsEcho(JSON.stringify({ url: `/cb?token=${encodeURIComponent(SECRET)}` }), needles))
   t.ok(holdsEcho('{"auth":"ghp_A1b2\\/C3d4+E5f6=G7h8"}', needles))
   t.notOk(holdsEcho(SECRET.slice(0, -1), needles), 'a part of it is not the secret')
-  t.notOk(holdsEcho('anything', []))
+  t.notOk(holdsEcho('anything', echoNeedles('')))
 })
 
 t.test('a header echoing the secret is found by name, in a value or in a list', async (t) => {
@@ -40,7 +50,7 @@ t.test('a header echoing the secret is found by name, in a value or in a list', 
   t.equal(headerEcho({ [`x-${SECRET.toLowerCase()}`]: '1' }, needles), `x-${SECRET.toLowerCase()}`)
   t.equal(headerEcho({ 'x-echo': SECRET.toLowerCase() }, needles), null, 'a value is compared as it is')
   t.equal(headerEcho({ 'content-length': 12, 'x-other': undefined }, needles), null)
-  t.equal(headerEcho({ 'x-echo': SECRET }, []), null)
+  t.equal(headerEcho({ 'x-echo': SECRET }, echoNeedles('short')), null)
 })
 
 t.test('an answer whose body is encoded otherwise than as sent cannot be searched', async (t) => {
@@ -71,27 +81,33 @@ t.test(
   'however the body is cut into chunks, the echo is found before it is whole, and not much of it first',
   async (t) => {
     const needles = echoNeedles(SECRET)
-    const needle = Buffer.from(SECRET)
-    const half = Math.ceil(needle.length / 2)
+    const { half } = needles
     fc.assert(
-      fc.property(filler, filler, fc.array(fc.nat(500), { maxLength: 30 }), (before, after, at) => {
-        const body = Buffer.from(`${before}${SECRET}${after}`)
-        const scanner = createEchoScanner(needles)
-        const relayed: Buffer[] = []
-        for (const chunk of cut(body, at)) {
-          // Fresh memory per chunk, and overwritten once relayed: the scanner must keep its own copy.
-          const own = Buffer.from(chunk)
-          if (scanner.push(own)) {
-            const sent = Buffer.concat(relayed).toString()
-            // What the agent got holds less than half of the secret's start at its end, and never all of it.
-            for (let k = half; k <= needle.length; k++) if (sent.endsWith(SECRET.slice(0, k))) return false
-            return !sent.includes(SECRET)
+      fc.property(
+        filler,
+        filler,
+        fc.array(fc.nat(500), { maxLength: 30 }),
+        fc.constantFrom(...needles.forms.map(String)),
+        (before, after, at, form) => {
+          const body = Buffer.from(`${before}${form}${after}`)
+          const scanner = createEchoScanner(needles)
+          const relayed: Buffer[] = []
+          for (const chunk of cut(body, at)) {
+            // Fresh memory per chunk, and overwritten once relayed: the scanner must keep its own copy.
+            const own = Buffer.from(chunk)
+            if (scanner.push(own)) {
+              const sent = Buffer.concat(relayed).toString()
+              // What the agent got ends with fewer than `half` bytes of the form's start (so less than
+              // half of the secret's characters), and never holds all of it.
+              for (let k = half; k <= form.length; k++) if (sent.endsWith(form.slice(0, k))) return false
+              return !sent.includes(form)
+            }
+            relayed.push(Buffer.from(own))
+            own.fill(0)
           }
-          relayed.push(Buffer.from(own))
-          own.fill(0)
-        }
-        return false
-      }),
+          return false
+        },
+      ),
       { numRuns: 2000 },
     )
     t.pass('found every time')
@@ -111,6 +127,10 @@ t.test('a body without the secret is never cut, however it is chunked', async (t
   )
   t.pass('never cut')
   const scanner = createEchoScanner(needles)
+  // A form longer than the secret (percent-encoded) is cut at half of the secret's characters.
+  const slashes = 'ABCDEFGHIJ//////'
+  t.ok(createEchoScanner(echoNeedles(slashes)).push('...ABCDEFGH'), '8 of its 16 characters')
+  t.notOk(createEchoScanner(echoNeedles(slashes)).push('...ABCDEFG'), '7 are less than half')
   t.ok(
     scanner.push(`...${SECRET.slice(0, Math.ceil(SECRET.length / 2))}`),
     'a chunk ending with half of it is',

@@ -44,6 +44,8 @@ t.test('a reference resolves only to a secret the process allows, with its prefi
       ok: true,
       header: 'authorization',
       value: 'Bearer s3cret',
+      // What an answer must not carry back (the prefix is no secret).
+      secret: 's3cret',
     },
   )
   t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, { upstream: UP }), {
