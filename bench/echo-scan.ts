@@ -77,7 +77,7 @@ for (const [secretName, secret] of secrets) {
     const median = (xs: number[]) => xs.sort((x, y) => x - y)[2] as number
     const [gm, bm] = [median(g), median(b)]
     console.log(
-      `| ${secretName} (${needles.forms.length} forms) | ${answerName} | ${gm.toFixed(0)} | ${bm.toFixed(0)} | ${(gm / bm).toFixed(2)} |`,
+      `| ${secretName} (${needles.forms.length} form${needles.forms.length === 1 ? '' : 's'}) | ${answerName} | ${gm.toFixed(0)} | ${bm.toFixed(0)} | ${(gm / bm).toFixed(2)} |`,
     )
   }
 }

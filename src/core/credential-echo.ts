@@ -17,7 +17,12 @@ export const MIN_ECHO_BYTES = 8
 
 /** The forms of one secret an answer is searched for. */
 export interface EchoNeedles {
+  /** As bytes, for bodies. */
   readonly forms: readonly Buffer[]
+  /** As text, for the status line and header values (which Node reads as Latin-1). */
+  readonly texts: readonly string[]
+  /** As text in lower case, for header names (Node spells them so; they are ASCII tokens). */
+  readonly lowerTexts: readonly string[]
   /**
    * Half of the secret's characters, rounded up: a chunk that ends with this many bytes of a
    * form's start is judged an echo (createEchoScanner). Every form spends at least a byte on
@@ -26,7 +31,7 @@ export interface EchoNeedles {
   readonly half: number
 }
 
-export const NO_NEEDLES: EchoNeedles = { forms: [], half: 0 }
+export const NO_NEEDLES: EchoNeedles = { forms: [], texts: [], lowerTexts: [], half: 0 }
 
 /** The forms of a secret an answer is searched for; none for a secret too short to look for. */
 export function echoNeedles(secret: string): EchoNeedles {
@@ -36,30 +41,38 @@ export function echoNeedles(secret: string): EchoNeedles {
   // As other encoders write it: Go's QueryEscape and Python's quote_plus also encode !'()*;
   // URLSearchParams (a form) and Java's URLEncoder !'()~ but not *.
   const hex = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`
-  const texts = new Set<string>()
+  const texts = new Set<string>([secret, secret.replaceAll('/', '\\/')])
   for (const e of [encoded, encoded.replace(/[!'()*]/g, hex), encoded.replace(/[!'()~]/g, hex)]) {
     const slashKept = e.replaceAll('%2F', '/')
     for (const f of [e, lowerHex(e), slashKept, lowerHex(slashKept)]) texts.add(f)
   }
-  const forms = new Map<string, Buffer>()
-  const add = (b: Buffer) => forms.set(b.toString('hex'), b)
-  add(Buffer.from(secret))
-  // Characters beyond ASCII (the resolver allows Latin-1) go out as one byte each in a header.
-  if ([...secret].some((c) => (c.codePointAt(0) as number) > 0x7f)) add(Buffer.from(secret, 'latin1'))
-  add(Buffer.from(secret.replaceAll('/', '\\/')))
-  for (const t of texts) add(Buffer.from(t))
-  return { forms: [...forms.values()], half: Math.ceil([...secret].length / 2) }
+  const forms = [...texts].map((t) => Buffer.from(t))
+  // Node reads a header as Latin-1: a header holding the secret's UTF-8 bytes reads as this.
+  const headerTexts = [...texts]
+  if ([...secret].some((c) => (c.codePointAt(0) as number) > 0x7f)) {
+    // And it sends a header as Latin-1: an echo of those bytes in a body.
+    forms.push(Buffer.from(secret, 'latin1'))
+    headerTexts.push(Buffer.from(secret).toString('latin1'))
+  }
+  // Header names are ASCII tokens: only A-Z is lowered.
+  const lower = (t: string) => t.replace(/[A-Z]/g, (c) => c.toLowerCase())
+  return {
+    forms,
+    texts: headerTexts,
+    lowerTexts: [...new Set(headerTexts.map(lower))],
+    half: Math.ceil([...secret].length / 2),
+  }
 }
 
 /** Whether `text` (a header value, a whole body) holds any of the needles. */
 export function holdsEcho(text: string | Buffer, needles: EchoNeedles): boolean {
-  return holdsAny(text, needles.forms)
+  if (typeof text === 'string') return holdsText(text, needles.texts)
+  for (const n of needles.forms) if (text.includes(n)) return true
+  return false
 }
 
-function holdsAny(text: string | Buffer, forms: readonly Buffer[]): boolean {
-  if (forms.length === 0) return false
-  const bytes = typeof text === 'string' ? Buffer.from(text) : text
-  for (const n of forms) if (bytes.includes(n)) return true
+function holdsText(text: string, texts: readonly string[]): boolean {
+  for (const t of texts) if (text.includes(t)) return true
   return false
 }
 
@@ -68,15 +81,15 @@ export function headerEcho(
   headers: Readonly<Record<string, string | string[] | number | undefined>>,
   needles: EchoNeedles,
 ): string | null {
-  if (needles.forms.length === 0) return null
-  const lower = lowerCased(needles)
+  const { texts, lowerTexts } = needles
+  if (texts.length === 0) return null
   for (const name in headers) {
     const value = headers[name]
     if (value === undefined) continue
-    if (holdsAny(name, lower)) return name
+    if (holdsText(name, lowerTexts)) return name
     if (Array.isArray(value)) {
-      for (const v of value) if (holdsEcho(v, needles)) return name
-    } else if (holdsEcho(String(value), needles)) return name
+      for (const v of value) if (holdsText(v, texts)) return name
+    } else if (holdsText(typeof value === 'string' ? value : String(value), texts)) return name
   }
   return null
 }
@@ -87,23 +100,18 @@ export function headerEcho(
  * `gzip, chunked` body arrives gzipped).
  */
 export function answerEncoded(headers: Readonly<Record<string, string | string[] | undefined>>): boolean {
-  const named = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(',') : (v ?? ''))
-  const content = named(headers['content-encoding'])
-  if (content.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'identity')) return true
-  const transfer = named(headers['transfer-encoding'])
-  return transfer.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== 'chunked')
+  const content = headers['content-encoding']
+  const transfer = headers['transfer-encoding']
+  // Most answers: neither, or plain chunked.
+  if (content === undefined && (transfer === undefined || transfer === 'chunked')) return false
+  return namesOther(content, 'identity') || namesOther(transfer, 'chunked')
 }
 
-const lowerOf = new WeakMap<EchoNeedles, Buffer[]>()
-/** The forms in lower case, as a header's name is read (kept per needles: one per credential). */
-function lowerCased(needles: EchoNeedles): Buffer[] {
-  let lower = lowerOf.get(needles)
-  if (!lower) {
-    // Header names are ASCII tokens: only A-Z is lowered.
-    lower = needles.forms.map((n) => Buffer.from(n.map((b) => (b >= 0x41 && b <= 0x5a ? b + 0x20 : b))))
-    lowerOf.set(needles, lower)
-  }
-  return lower
+/** Whether a coding list names any coding but `allowed`. */
+function namesOther(value: string | string[] | undefined, allowed: string): boolean {
+  if (value === undefined) return false
+  const list = Array.isArray(value) ? value.join(',') : value
+  return list.split(',').some((c) => c.trim() !== '' && c.trim().toLowerCase() !== allowed)
 }
 
 /**

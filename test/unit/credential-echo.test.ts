@@ -33,6 +33,14 @@ t.test('the secret is looked for as sent, percent-encoded and JSON-escaped', asy
   t.ok(holdsEcho(Buffer.from(`{"auth":"${accented}"}`, 'latin1'), echoNeedles(accented)))
   t.ok(holdsEcho(`{"auth":"${accented}"}`, echoNeedles(accented)), 'and as UTF-8')
   t.equal(echoNeedles(accented).half, 9, 'half of its characters, not of its bytes')
+  t.equal(
+    headerEcho({ 'x-echo': `t=${accented}` }, echoNeedles(accented)),
+    'x-echo',
+    'a header of Latin-1 bytes',
+  )
+  // A header of UTF-8 bytes, as Node reads it.
+  const asRead = Buffer.from(accented).toString('latin1')
+  t.equal(headerEcho({ 'x-echo': asRead }, echoNeedles(accented)), 'x-echo', 'a header of UTF-8 bytes')
   const needles = echoNeedles(SECRET)
   t.ok(holdsEcho(`{"headers":{"authorization":"Bearer ${SECRET}"}}`, needles))
   t.ok(holdsEcho(JSON.stringify({ url: `/cb?token=${encodeURIComponent(SECRET)}` }), needles))
