@@ -282,16 +282,19 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           : 'upstream answer withheld: it carried back the injected credential',
       )
     }
+    const answer = (reason: WithheldReason) => {
+      const def = ERRORS.answerWithheld
+      sendJson(
+        res,
+        def.status,
+        { error: def.message, code: def.code, reason, ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}) },
+        { connection: 'close' },
+      )
+    }
     return {
       withhold(reason: WithheldReason, header?: string) {
         withheld(reason, header)
-        const def = ERRORS.answerWithheld
-        sendJson(
-          res,
-          def.status,
-          { error: def.message, code: def.code, reason, ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}) },
-          { connection: 'close' },
-        )
+        answer(reason)
       },
       cut() {
         // Answered already (a rewritten answer refused as unreadable, whose body still flows): that stands.
@@ -308,18 +311,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         res.statusMessage = '' // http-proxy set the upstream's: the 502 gets its own
         // The pipe still writes this chunk, to an ended answer: Node reports that as an error.
         res.on('error', () => {})
-        const def = ERRORS.answerWithheld
-        sendJson(
-          res,
-          def.status,
-          {
-            error: def.message,
-            code: def.code,
-            reason: 'credential_echoed',
-            ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}),
-          },
-          { connection: 'close' },
-        )
+        answer('credential_echoed')
       },
     }
   }
