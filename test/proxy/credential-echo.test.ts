@@ -164,6 +164,19 @@ t.test('an answer that carries back the injected credential never reaches the ag
     t.equal(r.body.toString(), body)
   })
 
+  t.test('counted: writegate_fail_closed_total by reason', async (t) => {
+    const metrics = await (await fetch(`http://127.0.0.1:${fleet.proxies[0]?.metricsPort}/metrics`)).text()
+    const count = (reason: string) =>
+      Number(
+        new RegExp(
+          `^writegate_fail_closed_total\\{reason="${reason}",component="proxy"\\} (\\d+)$`,
+          'm',
+        ).exec(metrics)?.[1] ?? 0,
+      )
+    t.ok(count('credential_echoed') >= 5, `${count('credential_echoed')} echoes`)
+    t.equal(count('answer_compressed'), 2, 'gzip content, and a gzip transfer coding')
+  })
+
   t.test('on record: a warning naming the system and the header, never the secret', async (t) => {
     const warned = lines.filter((l) => l.level === LOG_LEVEL.warn && /withheld/.test(String(l.msg)))
     t.ok(warned.length >= 7, `${warned.length} warnings`)
