@@ -63,7 +63,7 @@ const result = z
       .string()
       .optional()
       .describe(
-        'executed, but the answer body could not be read whole (response_too_large, body_timeout, deadline_exceeded): none is given',
+        'executed, but the answer body could not be read whole (response_too_large, body_timeout, deadline_exceeded), or it carried back the injected credential (credential_echoed) or came compressed so it could not be searched for it (answer_compressed): none is given',
       ),
   })
   .describe('executed: status, contentType, body; denied: reason; upstream_error: status, failure, timeout')

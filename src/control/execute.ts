@@ -116,7 +116,7 @@ export function executeRoutes(deps: { execute: ExecuteService; auth: Authenticat
         schema: {
           summary: 'Run one upstream request that byte-matches a lease or ALLOW token',
           description:
-            'The request goes to the enrolled system’s fixed origin with its injected credential. Success: 200 with the upstream body verbatim (x-writegate-receipt names the EXECUTE receipt, x-writegate-upstream-status the upstream status; a body that outgrew execute.maxResponseBytes or stalled is not relayed, and x-writegate-upstream-incomplete says why). Fail closed: 200 {ok:false, reason, upstreamCalled:false, receiptId}. Upstream 5xx or timeout: 502. See docs/execute.md.',
+            'The request goes to the enrolled system’s fixed origin with its injected credential. Success: 200 with the upstream body verbatim (x-writegate-receipt names the EXECUTE receipt, x-writegate-upstream-status the upstream status; a body that outgrew execute.maxResponseBytes or stalled, or an answer that carried back the injected credential or came compressed, is not relayed, and x-writegate-upstream-incomplete says why). Fail closed: 200 {ok:false, reason, upstreamCalled:false, receiptId}. Upstream 5xx or timeout: 502. See docs/execute.md.',
           body: executeBody,
           response: { 200: failClosed, 502: upstreamFailure },
         },

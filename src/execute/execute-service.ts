@@ -15,9 +15,9 @@ import type { KeyCaller } from '../identity/caller.js'
 import type { Logger } from '../observability/logger.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease, Stores, SystemOfRecord } from '../store/ports/index.js'
-import type { CredentialResolver } from '../systems/credential-resolver.js'
+import type { CredentialResolver, Injection } from '../systems/credential-resolver.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
-import { isTimeout, type UpstreamClient, type UpstreamOutcome } from './upstream-client.js'
+import { isTimeout, type UpstreamClient, type UpstreamOutcome, withholds } from './upstream-client.js'
 import { checkUpstreamPath, EXECUTE_PATH_PREFIX } from './upstream-url.js'
 
 /** The most an execute's `body` may weigh, measured as its JCS bytes (what is bound and sent). */
@@ -304,7 +304,7 @@ export function createExecuteService(deps: {
       )
 
       // The credential this process injects: without it nothing is sent, and the lease stays unused.
-      let credential: { header: string; value: string; secret: string } | null = null
+      let credential: Injection | null = null
       if (req.system.credential) {
         const resolved = deps.credentials.resolve(caller.tenantId, req.system.credential, req.system)
         if (!resolved.ok) {
@@ -365,7 +365,7 @@ export function createExecuteService(deps: {
       })
       const failed = sent.kind === 'failed' || sent.status >= 500
       const withheld = sent.kind === 'failed' ? sent.failure : sent.incomplete
-      if (withheld === 'credential_echoed' || withheld === 'answer_compressed')
+      if (withholds(withheld))
         logger.warn(
           { tenantId: caller.tenantId, systemId: req.system.systemId, reason: withheld },
           withheld === 'credential_echoed'

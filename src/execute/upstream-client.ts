@@ -10,6 +10,7 @@ import {
   NO_NEEDLES,
 } from '../core/credential-echo.js'
 import type { SystemRecord } from '../core/enrolled-system.js'
+import type { Injection } from '../systems/credential-resolver.js'
 import { PRIVATE_ADDRESS_CODE, publicOnlyLookup } from '../systems/public-address-lookup.js'
 import { checkUpstreamPath } from './upstream-url.js'
 
@@ -53,7 +54,8 @@ export type UpstreamFailure =
   /** Compressed though asked for uncompressed, so it could not be searched for the credential: not relayed. */
   | 'answer_compressed'
 
-const withholds = (failure: UpstreamFailure) =>
+/** Whether a failure is an answer withheld for the injected credential (nothing of it is told). */
+export const withholds = (failure: UpstreamFailure | undefined): boolean =>
   failure === 'credential_echoed' || failure === 'answer_compressed'
 
 /** Why an answer to a request that carried a credential is not relayed, or null. */
@@ -98,11 +100,7 @@ export type UpstreamOutcome =
 
 export interface UpstreamClient {
   /** Sends one request to the enrolled system's fixed origin, with its injected credential (resolved by the caller). */
-  send(
-    system: SystemRecord,
-    credential: { header: string; value: string; secret: string } | null,
-    req: UpstreamRequest,
-  ): Promise<UpstreamOutcome>
+  send(system: SystemRecord, credential: Injection | null, req: UpstreamRequest): Promise<UpstreamOutcome>
   close(): Promise<void>
 }
 

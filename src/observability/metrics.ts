@@ -65,7 +65,7 @@ export function createMetrics(role: 'proxy' | 'control-plane' | 'embedded'): Met
   )
   const failClosed = new Counter({
     name: 'writegate_fail_closed_total',
-    help: 'Decisions refused because the gate could not decide',
+    help: 'Writes refused because the gate could not decide, and upstream answers withheld (credential_echoed, answer_compressed)',
     labelNames: ['reason'],
     registers: [registry],
   })

@@ -6,19 +6,13 @@ import type { Html } from './html.js'
 import { errorPage } from './pages/error.js'
 import type { PortalSession, PortalSessions } from './portal-sessions.js'
 
-/** A portal cookie: its name before any prefix, and the path it is set for. */
-export interface PortalCookie {
-  base: string
-  path: string
-}
-/** The session, for the whole origin: the API's `GET /v1/receipts/stats` reads it too. */
-export const SESSION_COOKIE: PortalCookie = { base: 'wg_portal', path: '/' }
 /**
- * Before sign-in there is no session: a double-submit token guards the sign-in form (login
- * CSRF). For the whole origin too, so that over TLS it is a `__Host-` cookie: a `__Secure-` one
- * may be set by a sibling subdomain (with `Domain=`).
+ * Portal cookies are set for the whole origin (`Path=/`): the API's `GET /v1/receipts/stats`
+ * reads the session too, and only such a cookie can be a `__Host-` one (cookieName).
  */
-export const PRE_SESSION_COOKIE: PortalCookie = { base: 'wg_portal_pre', path: '/' }
+export const SESSION_COOKIE = 'wg_portal'
+/** Before sign-in there is no session: a double-submit token guards the sign-in form (login CSRF). */
+export const PRE_SESSION_COOKIE = 'wg_portal_pre'
 const FORM_LIMIT_BYTES = 64 * 1024
 
 /** No inline script or style anywhere, nothing framed, nothing loaded from elsewhere. */
@@ -71,21 +65,19 @@ export function cookiesOf(req: FastifyRequest): Map<string, string> {
  * read: it cannot fix a session on the sponsor. Over plain HTTP (a laptop) browsers refuse the
  * prefix.
  */
-export function cookieName(req: FastifyRequest, c: PortalCookie): string {
-  if (req.protocol !== 'https') return c.base
-  // `__Host-` needs path /; a narrower cookie gets the weaker `__Secure-`.
-  return c.path === '/' ? `__Host-${c.base}` : `__Secure-${c.base}`
+export function cookieName(req: FastifyRequest, name: string): string {
+  return req.protocol === 'https' ? `__Host-${name}` : name
 }
 
 /** The value of a portal cookie the request carries, under this request's name for it. */
-export function readCookie(req: FastifyRequest, c: PortalCookie): string | undefined {
-  return cookiesOf(req).get(cookieName(req, c))
+export function readCookie(req: FastifyRequest, name: string): string | undefined {
+  return cookiesOf(req).get(cookieName(req, name))
 }
 
 /** Secure whenever the request came over TLS, or a trusted proxy says it did (trustProxy). */
-export function cookie(req: FastifyRequest, c: PortalCookie, value: string, maxAgeSeconds: number): string {
+export function cookie(req: FastifyRequest, name: string, value: string, maxAgeSeconds: number): string {
   const secure = req.protocol === 'https' ? '; Secure' : ''
-  return `${cookieName(req, c)}=${value}; Path=${c.path}; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`
+  return `${cookieName(req, name)}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure}`
 }
 
 export function sendPage(reply: FastifyReply, page: Html, status = 200): FastifyReply {

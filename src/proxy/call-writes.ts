@@ -15,8 +15,12 @@ import type { MessageRewrite } from './mcp-tools-filter.js'
 import { type LocalSystems, type ProxyContext, planCall } from './request-plan.js'
 import type { ParsedTarget } from './request-target.js'
 
-/** What gate-proxy injects (gate-proxy.ts), passed through untouched. */
-type Credential = { header: string; value: string; needles: EchoNeedles }
+/** A credential gate-proxy injects, and the forms of its secret its answer is searched for (core/credential-echo.ts). */
+export interface InjectedCredential {
+  header: string
+  value: string
+  needles: EchoNeedles
+}
 
 export interface CallWritesDeps {
   writes: GatedWrites
@@ -35,12 +39,12 @@ export interface CallWritesDeps {
     system: SystemRecord,
     extra?: Record<string, unknown>,
     answer?: (def: ErrorDef, error: string, detail: Record<string, unknown>) => void,
-  ): Credential | null | false
+  ): InjectedCredential | null | false
   forward(
     req: IncomingMessage,
     res: ServerResponse,
     system: SystemRecord,
-    credential: Credential | null,
+    credential: InjectedCredential | null,
     path: string,
     receiptId: string | null,
     buffered: Buffer,

@@ -7,7 +7,7 @@ import {
   holdsEcho,
 } from '../core/credential-echo.js'
 
-export type WithheldReason = 'credential_echoed' | 'compressed'
+export type WithheldReason = 'credential_echoed' | 'answer_compressed'
 
 export interface EchoGuardEvents {
   /** Before anything was relayed: the caller answers the agent instead. */
@@ -32,12 +32,14 @@ export function guardAnswer(
   method: string,
   needles: EchoNeedles,
   on: EchoGuardEvents,
+  /** The answer is read whole and refused if compressed by its relay (an MCP tools/list rewrite), in its own terms. */
+  codingJudgedElsewhere = false,
 ): boolean {
   // The request asked for identity; a compressed body cannot be searched. One with no body is
   // harmless. Node undoes chunked framing only: `Transfer-Encoding: gzip, chunked` arrives gzipped.
-  if (answerEncoded(proxyRes.headers) && mayHaveBody(proxyRes, method)) {
+  if (!codingJudgedElsewhere && answerEncoded(proxyRes.headers) && mayHaveBody(proxyRes, method)) {
     proxyRes.destroy()
-    on.withhold('compressed')
+    on.withhold('answer_compressed')
     return false
   }
   // The status line's reason text is relayed too (http-proxy copies it).

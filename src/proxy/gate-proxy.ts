@@ -29,7 +29,7 @@ import { PrivateAddressRefused } from '../systems/public-address-lookup.js'
 import { carriesBody, frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
-import { createCallWrites, type RewrittenAnswer } from './call-writes.js'
+import { createCallWrites, type InjectedCredential, type RewrittenAnswer } from './call-writes.js'
 import { guardAnswer, type WithheldReason } from './echo-guard.js'
 import { graphqlProtocol } from './graphql-protocol.js'
 import { blankHopByHop, forwardedHeaders } from './hop-by-hop.js'
@@ -47,13 +47,6 @@ import type { TlsInterception } from './tls-interception.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
 
 type WriteContext = Extract<ProxyContext, { kind: 'write' }>
-
-/** A credential to inject, and the forms of its secret its answer is searched for (core/credential-echo.ts). */
-interface InjectedCredential {
-  header: string
-  value: string
-  needles: EchoNeedles
-}
 
 export const GRANT_HEADER = 'x-writegate-grant'
 export const RECEIPT_HEADER = 'x-writegate-receipt'
@@ -238,7 +231,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed && !r.wgWithheld) res.destroy()
       })
-      if (r.wgEcho && !guardAnswer(proxyRes, req.method ?? '', r.wgEcho, echoGuard(r, res))) return
+      if (r.wgEcho && !guardAnswer(proxyRes, req.method ?? '', r.wgEcho, echoGuard(r, res), !!r.wgRewrite))
+        return
       // Node keeps a connection whose answer says keep-alive, though the request said close:
       // not this one (see forward).
       if (r.wgCloseUpstream)
@@ -274,10 +268,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   function echoGuard(r: Forwarded, res: ServerResponse) {
     const withheld = (reason: WithheldReason, header?: string) => {
       r.wgWithheld = true
-      metrics.gateEvents.failedClosed({ reason: reason === 'compressed' ? 'answer_compressed' : reason })
+      metrics.gateEvents.failedClosed({ reason })
       logger.warn(
         { system: r.wgSystemId, receiptId: r.wgReceipt, reason, ...(header ? { header } : {}) },
-        reason === 'compressed'
+        reason === 'answer_compressed'
           ? 'upstream answer withheld: compressed, so it could not be searched for the injected credential'
           : 'upstream answer withheld: it carried back the injected credential',
       )
@@ -297,8 +291,12 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         answer(reason)
       },
       cut() {
-        // Answered already (a rewritten answer refused as unreadable, whose body still flows): that stands.
-        if (res.writableEnded) return
+        // Answered already (a rewritten answer refused as unreadable, whose body still flows): that
+        // stands, and the close of the upstream's answer must not cut it.
+        if (res.writableEnded) {
+          r.wgWithheld = true
+          return
+        }
         withheld('credential_echoed')
         // Node writes the headers with the first chunk of the body: if that chunk is the one cut,
         // nothing has gone out, and the agent is answered, as for an echo in a header.

@@ -17,9 +17,12 @@ import type { CredentialRef } from './system-definition.js'
  * own for GitHub's name.
  */
 /** `value` is what goes in the header (the prefix and the secret); `secret` alone is what an answer must not carry back. */
-export type ResolvedCredential =
-  | { ok: true; header: string; value: string; secret: string }
-  | { ok: false; problem: string }
+export interface Injection {
+  header: string
+  value: string
+  secret: string
+}
+export type ResolvedCredential = ({ ok: true } & Injection) | { ok: false; problem: string }
 
 export interface CredentialResolver {
   /** `to`: where the secret is sent (a reference in the operator's files holds only for its own). */

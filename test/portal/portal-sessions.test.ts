@@ -129,7 +129,12 @@ t.test('portal sessions', async (t) => {
     })
     const https = { 'x-forwarded-proto': 'https' }
     const page = await behind.cp.app.inject({ method: 'GET', url: '/portal/sign-in', headers: https })
-    const preCookie = String(page.headers['set-cookie'])
+    const set = page.headers['set-cookie'] as string[]
+    const preCookie = set.find((c) => c.startsWith('__Host-')) as string
+    t.ok(
+      set.includes('wg_portal_pre=; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict'),
+      "an earlier version's /portal-only token is cleared: it would shadow this one",
+    )
     t.match(
       preCookie,
       /^__Host-wg_portal_pre=[^;]+; Path=\/; Max-Age=3600; HttpOnly; SameSite=Strict; Secure$/,

@@ -130,7 +130,7 @@ t.test('an answer that carries back the injected credential never reaches the ag
         'the agent asked for gzip',
       )
       t.equal(r.status, 502)
-      t.match(r.json(), { code: 'answer_withheld', reason: 'compressed' })
+      t.match(r.json(), { code: 'answer_withheld', reason: 'answer_compressed' })
       // A compressed answer without a body is harmless, and relayed.
       fleet.upstream.behaviour = (_req, res) => {
         res.writeHead(204, { 'content-encoding': 'gzip' })
@@ -149,11 +149,11 @@ t.test('an answer that carries back the injected credential never reaches the ag
         body: '{}',
       })
       t.equal(transferred.status, 502)
-      t.match(transferred.json(), { code: 'answer_withheld', reason: 'compressed' })
+      t.match(transferred.json(), { code: 'answer_withheld', reason: 'answer_compressed' })
     },
   )
 
-  t.test('an answer without the secret is relayed byte for byte, and the connection kept', async (t) => {
+  t.test('an answer without the secret is relayed byte for byte', async (t) => {
     const body = `{"ok":true,"note":"up-secre is not it; nor is ${'x'.repeat(70_000)}"}`
     fleet.upstream.behaviour = (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' })

@@ -81,6 +81,12 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
         mcpSystem('sys_github_json', json.origin),
         mcpSystem('sys_unfiltered', json.origin, false),
         mcpSystem('sys_scripted', scripted.origin),
+        // With a credential, its answers are also searched for it (an echo guard): a compressed
+        // one is still this filter's to refuse, in MCP's terms.
+        {
+          ...mcpSystem('sys_scripted_credential', scripted.origin),
+          credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
+        },
       ],
     }),
     verbs: ['repo.delete'],
@@ -226,15 +232,22 @@ t.test('tools/list answers leave out what the agent may not call', async (t) => 
         },
       ],
     ]
-    for (const [name, answer] of cases) {
+    const credentialed = cases
+      .slice(0, 1)
+      .map(([name, answer]) => [`${name}, with a credential`, answer, true] as const)
+    for (const [name, answer, credential] of [
+      ...cases.map(([n, a]) => [n, a, false] as const),
+      ...credentialed,
+    ]) {
       scripted.answer(answer)
       const r = await agentRequest(bench.port, {
         method: 'POST',
-        path: '/sys_scripted/mcp',
+        path: credential ? '/sys_scripted_credential/mcp' : '/sys_scripted/mcp',
         headers: MCP_HEADERS,
         body: LIST,
       })
       t.equal(r.status, 200, name)
+      if (credential) t.equal(scripted.seen.at(-1)?.headers.authorization, 'Bearer up-secret', name)
       t.match(
         r.json(),
         {

@@ -18,7 +18,11 @@ export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
   app.get('/portal/sign-in', async (req, reply) => {
     if (req.portal) return reply.redirect('/portal', 303)
     const pre = randomBase62(32)
-    reply.header('set-cookie', cookie(req, PRE_SESSION_COOKIE, pre, 3600))
+    reply.header('set-cookie', [
+      cookie(req, PRE_SESSION_COOKIE, pre, 3600),
+      // Set by an earlier version for /portal only: sent first, it would shadow the new one for its hour.
+      `${PRE_SESSION_COOKIE}=; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict`,
+    ])
     return sendPage(reply, signInPage({ preCsrf: pre }))
   })
 
