@@ -193,8 +193,9 @@ export function createUpstreamClient(deps: {
       // write reported as "may or may not have happened" would be retried, so written twice.
       const cut = (why: UpstreamFailure): UpstreamOutcome => {
         // Headers that echo the secret are withheld whatever became of the body (cut off, stalled).
+        // (Not again when the whole answer was just judged so.)
         const failure =
-          head && needles.forms.length > 0 && headerEcho(head.headers, needles) !== null
+          !withholds(why) && head && needles.forms.length > 0 && headerEcho(head.headers, needles) !== null
             ? 'credential_echoed'
             : why
         return head && head.statusCode < 500

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import { gzipSync } from 'node:zlib'
 import t from 'tap'
@@ -114,16 +115,15 @@ t.test('an answer that carries back the injected credential never reaches the ag
   t.test(
     'a compressed answer cannot be searched: asked for identity, withheld if it comes anyway',
     async (t) => {
-      fleet.upstream.behaviour = (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' })
+      /** An upstream that gzips its echo under this coding header, though asked for identity. */
+      const gzipped = (coding: Record<string, string>) => (_req: unknown, res: ServerResponse) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...coding })
         res.end(gzipSync(`{"token":"Bearer ${SECRET}"}`))
       }
-      const r = await agentRequest(port, {
-        method: 'POST',
-        path: '/sys_billing/v1/verify',
-        headers: { 'accept-encoding': 'gzip, br' },
-        body: '{}',
-      })
+      const verify = (headers: Record<string, string> = {}) =>
+        agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', headers, body: '{}' })
+      fleet.upstream.behaviour = gzipped({ 'content-encoding': 'gzip' })
+      const r = await verify({ 'accept-encoding': 'gzip, br' })
       t.equal(
         fleet.upstream.received.at(-1)?.headers['accept-encoding'],
         'identity',
@@ -136,18 +136,10 @@ t.test('an answer that carries back the injected credential never reaches the ag
         res.writeHead(204, { 'content-encoding': 'gzip' })
         res.end()
       }
-      const empty = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
-      t.equal(empty.status, 204)
+      t.equal((await verify()).status, 204)
       // Node undoes chunked framing only: a gzip transfer coding would reach the agent gzipped.
-      fleet.upstream.behaviour = (_req, res) => {
-        res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'gzip, chunked' })
-        res.end(gzipSync(`{"token":"Bearer ${SECRET}"}`))
-      }
-      const transferred = await agentRequest(port, {
-        method: 'POST',
-        path: '/sys_billing/v1/verify',
-        body: '{}',
-      })
+      fleet.upstream.behaviour = gzipped({ 'transfer-encoding': 'gzip, chunked' })
+      const transferred = await verify()
       t.equal(transferred.status, 502)
       t.match(transferred.json(), { code: 'answer_withheld', reason: 'answer_compressed' })
     },
