@@ -50,45 +50,59 @@ export function createReceiptDrain(deps: {
    * Postgres is slow) would end the process. Awaiting it still throws.
    */
   function readAhead(tenantId: string): Promise<QueuedReceipts[]> {
-    const read = queue.read(tenantId, deps.consumer, BATCH)
-    read.catch(() => {})
-    return read
+    return settledLater(queue.read(tenantId, deps.consumer, BATCH))
   }
 
   /** `untilEmpty`: keep reading past a short batch (drainAll: tests and shutdown). */
   async function drainTenant(tenantId: string, untilEmpty: boolean): Promise<number> {
     let moved = 0
     let next: Promise<QueuedReceipts[]> | null = readAhead(tenantId)
-    while (next) {
-      const entries: QueuedReceipts[] = await next
-      if (entries.length === 0) return moved
-      // A short batch means the stream is caught up. Reading again at once would chase the
-      // proxies one receipt at a time, a Postgres transaction each; the next hint or poll
-      // comes soon enough, and the receipts wait durable in the stream meanwhile.
-      const more = entries.length === BATCH || untilEmpty
-      // The next batch is read while this one commits. If the commit fails, those entries
-      // stay unacknowledged in the stream and are claimed again (nothing is lost).
-      next = more ? readAhead(tenantId) : null
-      // An entry that cannot go into the log is left in the stream, unacknowledged and reported,
-      // instead of failing its whole batch at every retry with the good entries read alongside it.
-      const fit: { id: string; payload: DurablePayload }[] = []
-      for (const e of entries) {
-        const problem = unfitPayload(tenantId, e.payload)
-        if (problem === null) fit.push(e as { id: string; payload: DurablePayload })
-        else report(tenantId, e.id, problem)
+    // The last batch's acknowledgement, sent while the next batch commits (one at a time). A
+    // failed one leaves its entries pending in the stream, to be claimed and appended again,
+    // which changes nothing (appends are idempotent); the pass still reports it.
+    let acking: Promise<void> | null = null
+    try {
+      while (next) {
+        const entries: QueuedReceipts[] = await next
+        if (entries.length === 0) break
+        // A short batch means the stream is caught up. Reading again at once would chase the
+        // proxies one receipt at a time, a Postgres transaction each; the next hint or poll
+        // comes soon enough, and the receipts wait durable in the stream meanwhile.
+        const more = entries.length === BATCH || untilEmpty
+        // The next batch is read while this one commits. If the commit fails, those entries
+        // stay unacknowledged in the stream and are claimed again (nothing is lost).
+        next = more ? readAhead(tenantId) : null
+        // An entry that cannot go into the log is left in the stream, unacknowledged and
+        // reported, instead of failing its whole batch at every retry with the good entries
+        // read alongside it.
+        const fit: { id: string; payload: DurablePayload }[] = []
+        for (const e of entries) {
+          const problem = unfitPayload(tenantId, e.payload)
+          if (problem === null) fit.push(e as { id: string; payload: DurablePayload })
+          else report(tenantId, e.id, problem)
+        }
+        if (fit.length > 0) {
+          await persistDurable(sor, audit, {
+            receipts: fit.flatMap((e) => e.payload.receipts),
+            actions: fit.flatMap((e) => e.payload.actions),
+          })
+          const previous = acking
+          acking = settledLater(
+            queue.ack(
+              tenantId,
+              fit.map((e) => e.id),
+            ),
+          )
+          if (previous) await previous
+        }
+        moved += fit.reduce((n, e) => n + e.payload.receipts.length, 0)
       }
-      if (fit.length > 0) {
-        await persistDurable(sor, audit, {
-          receipts: fit.flatMap((e) => e.payload.receipts),
-          actions: fit.flatMap((e) => e.payload.actions),
-        })
-        await queue.ack(
-          tenantId,
-          fit.map((e) => e.id),
-        )
-      }
-      moved += fit.reduce((n, e) => n + e.payload.receipts.length, 0)
+    } catch (err) {
+      // Not left running past the pass: the pass's failure is this one.
+      await (acking as Promise<void> | null)?.catch(() => {})
+      throw err
     }
+    if (acking) await acking
     return moved
   }
 
@@ -182,4 +196,13 @@ export function createReceiptDrain(deps: {
     },
     backlog: () => lastBacklog,
   }
+}
+
+/**
+ * A promise awaited only later (a read-ahead, an acknowledgement sent while the next batch
+ * commits): a rejection with no handler meanwhile would end the process. Awaiting it still throws.
+ */
+function settledLater<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {})
+  return p
 }

@@ -392,3 +392,95 @@ t.test("drain: one tenant's broken stream does not hold up the others", async (t
   await t.rejects(drain.drainAll(), /WRONGTYPE/, 'the pass reports the broken tenant')
   await allDrainedInOrder(t, real, hot, fine, ids)
 })
+
+t.test('drain: a batch is acknowledged while the next one is stored', async (t) => {
+  // Entries read are not claimed again while their acknowledgement is on its way.
+  const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 10_000 })
+  const tdb = await openTestDatabase('postgres')
+  t.teardown(() => tdb.close())
+  const real = createSystemOfRecord(tdb.db)
+  const queue = hot.receiptQueue as ReceiptQueue
+  // What happened, in order: each batch's store starting, each acknowledgement ending.
+  const events: string[] = []
+  let stores = 0
+  let acks = 0
+  const sor: SystemOfRecord = {
+    ...real,
+    transaction: (fn) => {
+      events.push(`store ${++stores}`)
+      return real.transaction(fn)
+    },
+  }
+  const drain = createReceiptDrain({
+    queue: {
+      ...queue,
+      // A slow Redis: each acknowledgement takes 300 ms.
+      ack: async (...args) => {
+        const n = ++acks
+        await new Promise((r) => setTimeout(r, 300))
+        await queue.ack(...args)
+        events.push(`acked ${n}`)
+      },
+    },
+    sor,
+    audit: createDirectAuditLog(sor),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [ten],
+  })
+  const ten = newId('tenant')
+  await hot.publish(snapshot(ten))
+  const ids = await queueReceipts(hot, ten, 1_250)
+  await drain.drainAll()
+  t.same(
+    events,
+    ['store 1', 'store 2', 'acked 1', 'store 3', 'acked 2', 'acked 3'],
+    'the second batch is stored before the first is acknowledged; one acknowledgement in flight',
+  )
+  await allDrainedInOrder(t, real, hot, ten, ids)
+})
+
+t.test(
+  'drain: a failed acknowledgement fails the pass and loses nothing; its batch is not stored twice',
+  async (t) => {
+    const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+    const tdb = await openTestDatabase('postgres')
+    t.teardown(() => tdb.close())
+    const real = createSystemOfRecord(tdb.db)
+    const queue = hot.receiptQueue as ReceiptQueue
+    let acks = 0
+    const drain = createReceiptDrain({
+      queue: {
+        ...queue,
+        // The first acknowledgement fails (Redis timing out) while the next batch is stored.
+        ack: (...args) =>
+          ++acks === 1 ? Promise.reject(new Error('Command timed out')) : queue.ack(...args),
+      },
+      sor: real,
+      audit: createDirectAuditLog(real),
+      logger: createLogger('silent'),
+      consumer: 'd1',
+      tenantIds: async () => [ten],
+    })
+    const ten = newId('tenant')
+    await hot.publish(snapshot(ten))
+    const ids = await queueReceipts(hot, ten, 1_250)
+    // tap fails the test on an unhandled rejection, which ends a real process.
+    await t.rejects(drain.drainAll(), /Command timed out/, 'the pass fails with the acknowledgement')
+    t.equal(
+      (await real.stores.receipts.list(ten, 0, 2_000)).length,
+      1_000,
+      'the batch stored meanwhile is kept',
+    )
+    t.equal(
+      await queue.backlog([ten]),
+      750,
+      'the unacknowledged batch and the one read ahead stay in the stream',
+    )
+    await new Promise((r) => setTimeout(r, 150)) // past claimIdleMs: the unacknowledged entries are claimed
+    await drain.drainAll()
+    await drain.drainAll()
+    // Appended again, they change nothing: every receipt once, in order.
+    await allDrainedInOrder(t, real, hot, ten, ids)
+  },
+)
