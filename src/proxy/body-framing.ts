@@ -45,3 +45,10 @@ export function carriesBody(headers: IncomingHttpHeaders): boolean {
   const length = headers['content-length']
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
 }
+
+/**
+ * Methods whose body every server reads. Any other request that carries one (a GET, a DELETE)
+ * goes upstream on a connection of its own: a server may leave such a body unread (a "CL.0"
+ * flaw), and its bytes must not be read there as the next request on a pooled connection.
+ */
+export const BODY_READ_BY_EVERY_SERVER: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH'])

@@ -26,7 +26,14 @@ import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
 import type { Metrics } from '../observability/metrics.js'
 import { PrivateAddressRefused } from '../systems/public-address-lookup.js'
-import { carriesBody, frameBody, keepChunked, markChunked, SENDING_PASS } from './body-framing.js'
+import {
+  BODY_READ_BY_EVERY_SERVER,
+  carriesBody,
+  frameBody,
+  keepChunked,
+  markChunked,
+  SENDING_PASS,
+} from './body-framing.js'
 import { sendReadBody } from './buffered-body.js'
 import type { CallProtocol } from './call-protocol.js'
 import { createCallWrites, type InjectedCredential, type RewrittenAnswer } from './call-writes.js'
@@ -38,7 +45,7 @@ import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
 import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
-import { isRead, type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
+import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
 import { relayRewritten } from './rewritten-response.js'
 import { sameAuthority } from './same-authority.js'
@@ -351,13 +358,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     // Set on the agent's headers, which http-proxy copies, rather than in its 'proxyReq' event:
     // it skips that event for a request carrying `Expect`, which would go out without them.
     // The upstream learns which receipt authorised the write, so it can log or reconcile it.
-    // A read (GET, HEAD, OPTIONS) with a body asks the upstream to close its connection, and
-    // the connection is not kept for another request, whether the read passes ungated or was
-    // decided, streamed or read whole (a GraphQL GET). Servers with a CL.0 flaw ignore such a
-    // body: its bytes would start a request of the agent's writing, whose own length swallows the
-    // next request the proxy sends on that pooled connection, injected credential and all, where
-    // the agent can read it back.
-    const closeAfter = isRead(req.method ?? '') && (carriesBody(req.headers) || (buffered?.length ?? 0) > 0)
+    // A request with a body, but for a POST, PUT or PATCH, asks the upstream to close its
+    // connection, and the connection is not kept for another request, whether it passes ungated
+    // or was decided, streamed or read whole (a GraphQL GET). Servers with a CL.0 flaw ignore the
+    // body of a GET or a DELETE: its bytes would start a request of the agent's writing, whose own
+    // length swallows the next request the proxy sends on that pooled connection, injected
+    // credential and all, where the agent can read it back.
+    const closeAfter =
+      !BODY_READ_BY_EVERY_SERVER.has(req.method ?? '') &&
+      (carriesBody(req.headers) || (buffered?.length ?? 0) > 0)
     const set: Record<string, string | null> = {
       [RECEIPT_HEADER]: receiptId,
       connection: closeAfter ? 'close' : null,
@@ -519,6 +528,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     if (!tenant) return failClosed(res, 'no_identity')
     const local = deps.local(tenant.tenantId)
     const method = req.method ?? 'GET'
+    const hasBody = carriesBody(req.headers)
     const grantHeader = req.headers[GRANT_HEADER]
     let body: Buffer | null = null
     const write: GatedWrite<ProxyContext> = {
@@ -532,7 +542,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       target: null,
       systemId: null,
       recorder: 'hot',
-      plan: (snap) => planProxyRequest(snap, local, target, method),
+      plan: (snap) => planProxyRequest(snap, local, target, method, hasBody),
       request: () => ({ method, path: target.path }),
       detail: (plan) => ({ systemVersion: (plan.context as WriteContext).system.version }),
       stage: (outcome, plan, checkReceiptId, at) =>

@@ -20,7 +20,7 @@ export type ProxyContext =
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
-export function isRead(method: string): boolean {
+function isRead(method: string): boolean {
   return READS.has(method)
 }
 
@@ -81,6 +81,8 @@ export function planProxyRequest(
   local: LocalSystems,
   target: ParsedTarget,
   method: string,
+  /** Whether the request carries a body (a Content-Length above 0 or a Transfer-Encoding). */
+  hasBody: boolean,
 ): Plan<ProxyContext> {
   const compiled = systemOf(snap, local, target)
   if (!compiled) return { kind: 'settle', confirm: true, context: NOT_ENROLLED }
@@ -97,12 +99,17 @@ export function planProxyRequest(
       systemId: system.systemId,
       context: { kind: 'write', system, path: target.path },
     }
-  // After the route: a mapped write never pays for the endpoint match. DELETE on an MCP endpoint
-  // ends the agent's session (Streamable HTTP): no write of the upstream's data, so it passes as a
-  // read does, unless a route maps it.
+  // After the route: a mapped write never pays for the endpoint match.
   const onMcpEndpoint =
     system.kind === 'mcp' && (compiled.endpoint?.match(target.path.split('?')[0] as string) ?? null) !== null
-  const read = isRead(method) || (method === 'DELETE' && onMcpEndpoint)
+  // DELETE on an MCP endpoint ends the agent's session (Streamable HTTP): no write of the
+  // upstream's data, so it passes as a read does, unless a route maps it. Only at the endpoint as
+  // enrolled, not the lenient match that makes routes gate more (`/MCP/`, `/mcp.json`), which
+  // here would let more pass; and only without a body, which a session's end never carries and an
+  // upstream may leave unread, to be read as a request of the agent's writing (found in review).
+  const endsSession =
+    method === 'DELETE' && onMcpEndpoint && !hasBody && target.path.split('?')[0] === system.mcp?.endpoint
+  const read = isRead(method) || endsSession
   if (read && system.reads === 'pass')
     return {
       kind: 'settle',

@@ -117,15 +117,16 @@ t.test("a read's body cannot capture the next request on a pooled upstream conne
         const method = head.split(' ')[0]
         const length = Number(/content-length:\s*(\d+)/i.exec(head)?.[1] ?? 0)
         let used = end + 4
-        // The flaw: a GET's body is left on the connection, to be read as the next request.
-        if (method !== 'GET') {
+        // The flaw: a GET's or a DELETE's body is left on the connection, to be read as the
+        // next request.
+        if (method !== 'GET' && method !== 'DELETE') {
           if (buf.length < used + length) return
           stored.push(buf.slice(used, used + length))
           used += length
         }
         seen.push(head)
         buf = buf.slice(used)
-        const reply = method === 'GET' ? 'ok' : 'stored'
+        const reply = method === 'GET' || method === 'DELETE' ? 'ok' : 'stored'
         socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${reply.length}\r\n\r\n${reply}`)
       }
     })
@@ -147,23 +148,35 @@ t.test("a read's body cannot capture the next request on a pooled upstream conne
         tools: [],
         graphql: { endpoint: '/graphql', mutations: [{ field: 'closeIssue', verb: 'refund' }] },
       } as (typeof file.systems)[number])
+      file.systems.push({
+        systemId: 'sys_mcp',
+        kind: 'mcp',
+        upstream: origin,
+        credential: { header: 'authorization', prefix: 'Bearer ', fromEnv: 'BILLING_TOKEN' },
+        reads: 'pass',
+        routes: [],
+        tools: [],
+        mcp: { endpoint: '/mcp', tools: [{ name: 'delete_*', verb: 'refund' }], filterToolsList: false },
+      } as (typeof file.systems)[number])
       return file
     },
   })
-  await bench.api.put('/v1/policy', { verify: 'allow' }, { bearer: bench.tenant.apiKey })
+  await bench.api.put('/v1/policy', { verify: 'allow', admit: 'allow' }, { bearer: bench.tenant.apiKey })
   const smuggled = 'POST /v1/comments HTTP/1.1\r\nHost: x\r\nContent-Length: 120\r\n\r\nc='
-  for (const [name, path] of [
-    ['a read that passes ungated', '/sys_billing/v1/static'],
-    ['a read a route decides (a receipt)', '/sys_billing/v1/secret-report'],
+  for (const [name, method, path] of [
+    ['a read that passes ungated', 'GET', '/sys_billing/v1/static'],
+    ['a read a route decides (a receipt)', 'GET', '/sys_billing/v1/secret-report'],
     [
       'a GraphQL query by GET (its body read whole)',
+      'GET',
       `/sys_gql/graphql?query=${encodeURIComponent('{ viewer }')}`,
     ],
+    ['a DELETE a route decides (a receipt)', 'DELETE', '/sys_billing/v1/customers/cus_1'],
   ]) {
     seen.length = 0
     const first = await rawExchange(
       bench.port,
-      `GET ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+      `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
     )
     t.match(first, /^HTTP\/1\.1 200/, `${name}: answered`)
     const second = await rawExchange(bench.port, 'GET /sys_billing/v1/next HTTP/1.1\r\nHost: x\r\n\r\n')
@@ -175,9 +188,42 @@ t.test("a read's body cannot capture the next request on a pooled upstream conne
       'a read without a body keeps its connection',
     )
   }
+
+  // DELETE on an MCP endpoint ends a session and passes ungated: only at the endpoint as
+  // enrolled, and only without a body (found in review: a body there carried a denied
+  // tools/call past the gate, and the lenient match let `/MCP/` and `/mcp.json` pass too).
+  seen.length = 0
+  const call =
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_repository","arguments":{}}}'
+  const carried = `POST /mcp HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${call.length}\r\n\r\n${call}`
+  for (const [name, text] of [
+    [
+      'a DELETE at the MCP endpoint with a body',
+      `DELETE /sys_mcp/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: ${carried.length}\r\n\r\n${carried}`,
+    ],
+    ['a DELETE at the endpoint in another case', 'DELETE /sys_mcp/MCP/ HTTP/1.1\r\nHost: x\r\n\r\n'],
+    ['a DELETE at the endpoint with a format suffix', 'DELETE /sys_mcp/mcp.json HTTP/1.1\r\nHost: x\r\n\r\n'],
+  ] as const) {
+    const answer = await rawExchange(bench.port, text)
+    t.match(answer, /^HTTP\/1\.1 403[\s\S]*"code":"unmapped_route"/, `${name}: refused as an unmapped write`)
+  }
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(seen, [], 'none of them reached the upstream')
+  const ended = await rawExchange(bench.port, 'DELETE /sys_mcp/mcp HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.match(
+    ended,
+    /^HTTP\/1\.1 200[\s\S]*\r\n\r\nok$/,
+    "the session's end, at the endpoint with no body, passes",
+  )
+  t.match(seen[0], /^DELETE \/mcp HTTP\/1\.1[\s\S]*\r\nauthorization: Bearer up-secret/i)
+
   t.notOk(
     stored.some((s) => s.includes('up-secret')),
     `no request of the proxy's, credential and all, was captured: ${JSON.stringify(stored)}`,
+  )
+  t.notOk(
+    seen.some((h) => h.startsWith('POST /mcp')),
+    'the tools/call carried in a body never reached the upstream',
   )
 })
 

@@ -24,7 +24,7 @@ const snap = snapshotWithSystems('ten_a', [
 function refusalOf(url: string, host: string | undefined) {
   const target = parseTarget(req(url, host))
   if (!target.ok) return { ok: false, status: target.def.status, error: target.error, code: target.def.code }
-  const plan = planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST')
+  const plan = planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST', false)
   if (plan.kind === 'settle' && plan.context.kind === 'refused')
     return {
       ok: false,
@@ -112,7 +112,7 @@ t.test('an enrolled system resolves in each mode', async (t) => {
     const target = parseTarget(req(url, host))
     t.match(target, { ok: true, path: '/v1/verify', mode }, url)
     if (!target.ok) continue
-    t.match(planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST'), {
+    t.match(planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, 'POST', false), {
       kind: 'decide',
       verb: 'verify',
       systemId: 'sys_ours',

@@ -81,7 +81,7 @@ t.test('the proxy and /v1/check map every request identically', async (t) => {
       t.fail(`${path} should parse`)
       continue
     }
-    const plan = planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, method)
+    const plan = planProxyRequest(snap, NO_LOCAL_SYSTEMS, target, method, false)
     const routed = await registry.route('ten_a', 'sys_gh', method, path)
     t.same(
       plan.kind === 'decide' ? { verb: plan.verb, target: plan.target } : null,
