@@ -5,6 +5,7 @@ import {
   type OperationDefinitionNode,
   parse,
   type SelectionSetNode,
+  type ValueNode,
   valueFromASTUntyped,
 } from 'graphql'
 import { fillText } from '../actions/param-template.js'
@@ -135,7 +136,13 @@ function isObject(v: unknown): v is Record<string, unknown> {
  */
 function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): GraphqlCall[] | string {
   const fragments = new Map<string, FragmentDefinitionNode>()
-  for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d)
+  for (const d of doc.definitions) {
+    if (d.kind !== Kind.FRAGMENT_DEFINITION) continue
+    // Servers refuse the document (fragment names are unique); one that took the first of two
+    // would run another fragment than the gate read.
+    if (fragments.has(d.name.value)) return `fragment ${d.name.value} is defined twice`
+    fragments.set(d.name.value, d)
+  }
   const calls: GraphqlCall[] = []
   // Per operation, as a server collects root fields (graphql-js's collectFields): a named
   // fragment spread a second time adds nothing. Walking it again instead would let a few hundred
@@ -149,7 +156,11 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
         if (calls.length === MAX_MUTATIONS) return `a request holds at most ${MAX_MUTATIONS} mutation fields`
         // No prototype: an argument named `__proto__` is an argument like any other.
         const args: Record<string, unknown> = Object.create(null)
-        for (const a of sel.arguments ?? []) args[a.name.value] = valueFromASTUntyped(a.value, variables)
+        for (const a of sel.arguments ?? []) {
+          const value = literalValue(a.value, variables)
+          if (value === TOO_DEEP_VALUE) return TOO_DEEP
+          args[a.name.value] = value
+        }
         calls.push({ field: sel.name.value, args })
       } else if (sel.kind === Kind.INLINE_FRAGMENT) {
         const problem = walk(sel.selectionSet, depth + 1, variables)
@@ -169,10 +180,39 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
   for (const d of doc.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION || d.operation !== 'mutation') continue
     visited = new Set()
-    const problem = walk(d.selectionSet, 0, variablesOf(d, sent))
+    const variables = variablesOf(d, sent)
+    if (variables === TOO_DEEP_VALUE) return TOO_DEEP
+    const problem = walk(d.selectionSet, 0, variables)
     if (problem) return problem
   }
   return calls
+}
+
+/** What literalValue answers for a value nested deeper than MAX_JSON_DEPTH. */
+const TOO_DEEP_VALUE: unique symbol = Symbol('too deep')
+
+/**
+ * A literal's value, variables substituted, or TOO_DEEP_VALUE: literals written in the document
+ * nest as deep as the document does, and are templated into targets as the variables are (which
+ * are refused past MAX_JSON_DEPTH when read); reading a deeper one could exhaust the stack.
+ */
+function literalValue(node: ValueNode, variables?: Record<string, unknown>): unknown {
+  if (literalDeeperThan(node, MAX_JSON_DEPTH)) return TOO_DEEP_VALUE
+  const value = valueFromASTUntyped(node, variables)
+  return nestedDeeperThan(value) ? TOO_DEEP_VALUE : value
+}
+
+/** Whether a literal nests lists or objects deeper than `max` levels (iteratively). */
+function literalDeeperThan(node: ValueNode, max: number): boolean {
+  const stack: [ValueNode, number][] = [[node, 0]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop() as [ValueNode, number]
+    if (v.kind !== Kind.LIST && v.kind !== Kind.OBJECT) continue
+    if (depth >= max) return true
+    if (v.kind === Kind.LIST) for (const item of v.values) stack.push([item, depth + 1])
+    else for (const f of v.fields) stack.push([f.value, depth + 1])
+  }
+  return false
 }
 
 /**
@@ -181,12 +221,19 @@ function rootMutations(doc: DocumentNode, sent: Record<string, unknown>): Graphq
  * definition's default. A variable the operation does not define has no value (a server refuses
  * the document).
  */
-function variablesOf(op: OperationDefinitionNode, sent: Record<string, unknown>): Record<string, unknown> {
+function variablesOf(
+  op: OperationDefinitionNode,
+  sent: Record<string, unknown>,
+): Record<string, unknown> | typeof TOO_DEEP_VALUE {
   const values: Record<string, unknown> = Object.create(null)
   for (const d of op.variableDefinitions ?? []) {
     const name = d.variable.name.value
     if (Object.hasOwn(sent, name)) values[name] = sent[name]
-    else if (d.defaultValue) values[name] = valueFromASTUntyped(d.defaultValue)
+    else if (d.defaultValue) {
+      const value = literalValue(d.defaultValue)
+      if (value === TOO_DEEP_VALUE) return TOO_DEEP_VALUE
+      values[name] = value
+    }
   }
   return values
 }

@@ -91,6 +91,60 @@ t.test('GraphQL: variables nested past 64 levels are unreadable, by POST or GET'
   t.match(graphql(`{"query":"{ viewer }","variables":{"a":${nested(40)}}}`), { ok: true, reads: 1 })
 })
 
+t.test(
+  'GraphQL: literals in the document nested past 64 levels are unreadable (found in review)',
+  async (t) => {
+    const doc = (query: string) => graphql(JSON.stringify({ query }))
+    const list = (depth: number) => `${'['.repeat(depth)}"a"${']'.repeat(depth)}`
+    const object = (depth: number) => `${'{a:'.repeat(depth)}1${'}'.repeat(depth)}`
+    for (const [name, query] of [
+      ['a list argument', `mutation { noop(x: ${list(1_000)}) }`],
+      ['an input object argument', `mutation { noop(input: ${object(1_000)}) }`],
+      ['just past the line', `mutation { noop(x: ${list(65)}) }`],
+      ["a variable's default", `mutation M($x: [String] = ${list(1_000)}) { noop(x: $x) }`],
+      ['a literal holding a deep variable', 'mutation M($v: JSON) { noop(x: [[[[[$v]]]]]) }'],
+    ]) {
+      // The variable alone is within the line (the body nests 62 levels); in the literal, it is not.
+      const read = graphql(JSON.stringify({ query, variables: { v: JSON.parse(list(60)) } }))
+      t.match(read, { ok: false, problem: /deeper than 64 levels/ }, name)
+    }
+    t.match(
+      graphql(
+        JSON.stringify({
+          query: 'mutation M($v: JSON) { noop(x: $v) }',
+          variables: { v: JSON.parse(list(60)) },
+        }),
+      ),
+      { ok: true },
+      'the same variable on its own is read',
+    )
+    // Reading one never throws (it was a stack overflow, answered 503 gate_unavailable).
+    const mapped = doc(`mutation { noop(x: ${list(64)}) }`)
+    t.match(mapped, { ok: true }, 'a literal within the line is read')
+    if (mapped.ok)
+      t.match(
+        mapGraphqlCall(
+          { endpoint: '/graphql', mutations: [{ field: 'noop', verb: 'v', target: '{x}' }] },
+          mapped.mutations[0] as never,
+        ),
+        { verb: 'v' },
+      )
+  },
+)
+
+t.test(
+  'GraphQL: a fragment defined twice is refused (servers refuse it; one would run the first)',
+  async (t) => {
+    const read = graphql(
+      JSON.stringify({
+        query:
+          'mutation { ...F } fragment F on Mutation { deleteRepository(id: "R") } fragment F on Mutation { __typename }',
+      }),
+    )
+    t.match(read, { ok: false, problem: /fragment F is defined twice/ })
+  },
+)
+
 // Found in review: ways a server could read the same bytes as another request than the gate did.
 
 t.test('only a UTF-8 body is read: a server decoding UTF-7 would find another message', async (t) => {
