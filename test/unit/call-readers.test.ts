@@ -103,7 +103,7 @@ t.test(
       ['just past the line', `mutation { noop(x: ${list(65)}) }`],
       ["a variable's default", `mutation M($x: [String] = ${list(1_000)}) { noop(x: $x) }`],
       ['a literal holding a deep variable', 'mutation M($v: JSON) { noop(x: [[[[[$v]]]]]) }'],
-    ]) {
+    ] as const) {
       // The variable alone is within the line (the body nests 62 levels); in the literal, it is not.
       const read = graphql(JSON.stringify({ query, variables: { v: JSON.parse(list(60)) } }))
       t.match(read, { ok: false, problem: /deeper than 64 levels/ }, name)
