@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isStorableString } from '../control/http/storable-json.js'
 import { ERRORS, type ErrorDef, WriteGateError } from '../core/errors.js'
 import { serviceUnavailable } from '../node-http/service-unavailable.js'
 import type { Html } from './html.js'
@@ -112,6 +113,33 @@ export function checkPreSessionCsrf(req: FastifyRequest, form: Record<string, st
 }
 
 /** The parsed form: every field a string (the last of repeated ones). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * A form as the API reads a JSON body: UTF-8 (browsers encode forms so; bytes that are not are
+ * refused, never replaced, or two spellings would collapse into one audited value) and no field
+ * holding what storage cannot (a NUL reached Postgres as a 500).
+ */
+export function readForm(body: Buffer): URLSearchParams | string {
+  let text: string
+  try {
+    text = UTF8.decode(body)
+  } catch {
+    return 'the form is not UTF-8'
+  }
+  for (const field of text.split('&'))
+    try {
+      decodeURIComponent(field.replaceAll('+', ' '))
+    } catch {
+      return 'the form holds percent-encoding that is malformed or not UTF-8'
+    }
+  const form = new URLSearchParams(text)
+  for (const [name, value] of form)
+    if (!isStorableString(name) || !isStorableString(value))
+      return 'a form field holds a NUL character or an unpaired surrogate'
+  return form
+}
+
 export function formOf(req: FastifyRequest): Record<string, string> {
   const body = req.body
   if (!(body instanceof URLSearchParams)) throw new WriteGateError(ERRORS.unsupportedMediaType)
@@ -135,9 +163,13 @@ const FASTIFY_CODES: Record<string, ErrorDef> = {
 export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions): void {
   app.addContentTypeParser(
     /^application\/x-www-form-urlencoded(\s*;.*)?$/i,
-    { parseAs: 'string', bodyLimit: FORM_LIMIT_BYTES },
-    (_req, body, done) =>
-      done(null, new URLSearchParams(typeof body === 'string' ? body : body.toString('utf8'))),
+    { parseAs: 'buffer', bodyLimit: FORM_LIMIT_BYTES },
+    (_req, body, done) => {
+      const form = readForm(body as Buffer)
+      if (typeof form === 'string')
+        return done(new WriteGateError(ERRORS.invalidRequest, undefined, { message: form }), undefined)
+      done(null, form)
+    },
   )
   app.decorateRequest('portal', null)
   app.addHook('onRequest', async (req) => {

@@ -444,6 +444,81 @@ t.test('portal sessions', async (t) => {
     t.match(grantNoSuchVerb.body, /unknown_verb/)
     const grantNoSuchPrincipal = await grant({ verb: 'provision', principalId: 'prn_nope' })
     t.equal(grantNoSuchPrincipal.statusCode, 404)
+    // Found in review: a NUL in a field reached Postgres (500, a stack trace in the log), and
+    // JSON fields were parsed without the API's checks (deep nesting overflowed the stack).
+    for (const [name, url, fields] of [
+      [
+        'a grant target',
+        '/portal/kill-switch/grant',
+        { sponsorToken: tenant.sponsorToken, verb: 'provision', target: 'ch\0x' },
+      ],
+      [
+        'a grant reason',
+        '/portal/kill-switch/grant',
+        { sponsorToken: tenant.sponsorToken, verb: 'provision', reason: 'r\0x' },
+      ],
+      [
+        'a revoked key',
+        '/portal/kill-switch/revoke',
+        { sponsorToken: tenant.sponsorToken, targetKind: 'key', targetId: 'key\0x' },
+      ],
+      [
+        'a policy key',
+        '/portal/policies',
+        { scope: 'principal', key: 'prn\0', policy: '{"refund":"allow"}' },
+      ],
+      ['a revocation reason', `/portal/principals/${tenant.principalId}/revoke-keys`, { reason: 'x\0y' }],
+      ['a field name', '/portal/policies', { 'sc\0ope': 'tenant', policy: '{}' }],
+      [
+        'a policy nested too deep',
+        '/portal/policies',
+        { scope: 'tenant', policy: `{"refund":${'['.repeat(5000)}${']'.repeat(5000)}}` },
+      ],
+      [
+        'a policy with a NUL in JSON',
+        '/portal/policies',
+        { scope: 'tenant', policy: '{"ref\\u0000und":"allow"}' },
+      ],
+      [
+        'a policy with an infinite number',
+        '/portal/policies',
+        { scope: 'tenant', policy: '{"refund":1e400}' },
+      ],
+      [
+        'a policy with __proto__',
+        '/portal/policies',
+        { scope: 'tenant', policy: '{"__proto__":{"refund":"allow"}}' },
+      ],
+    ] as const) {
+      const res = await post(url, form({ _csrf: csrf, ...fields }))
+      t.equal(res.statusCode, 400, `${name}: 400`)
+      t.match(res.body, /invalid_request/, name)
+    }
+    // A grant's reason that would be taken, but for bytes a lenient decoder reads as U+FFFD.
+    const grantFields = `_csrf=${csrf}&sponsorToken=${encodeURIComponent(tenant.sponsorToken)}&verb=provision&reason=`
+    for (const [name, body] of [
+      [
+        'bytes that are not UTF-8',
+        Buffer.concat([Buffer.from(`${grantFields}r`), Buffer.from([0xff, 0xfe])]),
+      ],
+      ['percent-encoding that is not UTF-8', Buffer.from(`${grantFields}r%FF`)],
+    ] as const) {
+      const res = await cp.app.inject({
+        method: 'POST',
+        url: '/portal/kill-switch/grant',
+        headers: { ...FORM, cookie: `wg_portal=${token}` },
+        payload: body,
+      })
+      t.equal(res.statusCode, 400, `${name}: 400, never read as U+FFFD`)
+      t.match(res.body, /invalid_request/, name)
+    }
+    const fine = await cp.app.inject({
+      method: 'POST',
+      url: '/portal/kill-switch/grant',
+      headers: { ...FORM, cookie: `wg_portal=${token}` },
+      payload: `${grantFields}r%C3%A9`,
+    })
+    t.ok(fine.statusCode < 400, `the same grant in UTF-8 is given: ${fine.statusCode}`)
     const stream = await cp.app.inject({ method: 'GET', url: '/portal/live/stream' })
     t.equal(stream.statusCode, 401, 'no session, no stream')
     const exp = await cp.app.inject({ method: 'GET', url: '/portal/audit/export' })

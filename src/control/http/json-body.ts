@@ -48,21 +48,37 @@ export function installJsonBodyParser(app: FastifyInstance, bodyLimit: number): 
         )
       }
       if (text.trim() === '') return done(null, undefined)
-      let value: unknown
-      try {
-        value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
-      } catch {
-        return done(new WriteGateError(ERRORS.invalidJson), undefined)
-      }
-      const problem = unstorableJson(value)
-      if (problem)
-        return done(
-          new WriteGateError(ERRORS.invalidRequest, undefined, { message: `invalid body: ${problem}` }),
-          undefined,
-        )
-      done(null, value)
+      const read = readClientJson(text)
+      if (read.ok) return done(null, read.value)
+      return done(
+        read.problem === null
+          ? new WriteGateError(ERRORS.invalidJson)
+          : new WriteGateError(ERRORS.invalidRequest, undefined, {
+              message: `invalid body: ${read.problem}`,
+            }),
+        undefined,
+      )
     },
   )
+}
+
+/**
+ * JSON a client wrote, as every edge reads it (API bodies, the portal's JSON fields): parsed
+ * with prototype-poisoning protection, then refused if it holds what storage cannot (NUL,
+ * unpaired surrogates, non-finite numbers, nesting past MAX_JSON_DEPTH). `problem` is null when
+ * the text is not JSON at all.
+ */
+export function readClientJson(
+  text: string,
+): { ok: true; value: unknown } | { ok: false; problem: string | null } {
+  let value: unknown
+  try {
+    value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+  } catch {
+    return { ok: false, problem: null }
+  }
+  const problem = unstorableJson(value)
+  return problem === null ? { ok: true, value } : { ok: false, problem }
 }
 
 /** A URL holding NUL (or an unpaired surrogate once decoded) names nothing that can be stored or looked up. */

@@ -3,7 +3,7 @@ import { ERRORS, fail, WriteGateError } from '../../core/errors.js'
 import { approvalPage, approvalResultPage, approvalsPage } from '../pages/approvals.js'
 import { paramsDiff } from '../params-diff.js'
 import { sendPage, sessionOf } from '../portal-http.js'
-import { type PortalDeps, refusal, requirePage, signedForm } from './route-kit.js'
+import { type PortalDeps, portalJson, refusal, requirePage, signedForm } from './route-kit.js'
 
 /** Pending actions: read, preview edits, approve with TOTP, deny. */
 export function approvalRoutes(app: FastifyInstance, deps: PortalDeps): void {
@@ -27,12 +27,7 @@ export function approvalRoutes(app: FastifyInstance, deps: PortalDeps): void {
   /** The params edits of an approval form: a JSON object, or nothing. */
   const editsOf = (text: string | undefined): Record<string, unknown> | undefined => {
     if (!text || text.trim() === '') return undefined
-    let v: unknown
-    try {
-      v = JSON.parse(text)
-    } catch {
-      fail(ERRORS.invalidRequest, undefined, { message: 'parameter edits are not valid JSON' })
-    }
+    const v = portalJson(text, 'parameter edits')
     if (typeof v !== 'object' || v === null || Array.isArray(v))
       fail(ERRORS.invalidRequest, undefined, { message: 'parameter edits must be a JSON object' })
     return v as Record<string, unknown>

@@ -5,7 +5,7 @@ import type { PolicyObject } from '../../policy/policy-view.js'
 import { policiesPage } from '../pages/policies.js'
 import { sendPage, sessionOf } from '../portal-http.js'
 import type { PortalSession } from '../portal-sessions.js'
-import { type PortalDeps, refusal, requirePage, signedForm } from './route-kit.js'
+import { type PortalDeps, portalJson, refusal, requirePage, signedForm } from './route-kit.js'
 
 /** The three policy layers, effective policy and provenance, edited through the API's validation. */
 export function policyRoutes(app: FastifyInstance, deps: PortalDeps): void {
@@ -31,12 +31,7 @@ export function policyRoutes(app: FastifyInstance, deps: PortalDeps): void {
     const key = form.key ?? ''
     const text = form.policy ?? ''
     try {
-      let body: unknown
-      try {
-        body = JSON.parse(text)
-      } catch {
-        fail(ERRORS.invalidRequest, undefined, { message: 'the policy is not valid JSON' })
-      }
+      const body = portalJson(text, 'the policy')
       const c = session.caller
       if (scope === 'tenant') await deps.policies.putTenant(c, body)
       else if (scope === 'environment') await deps.policies.putEnvironment(c, key, body)

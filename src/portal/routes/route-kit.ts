@@ -3,8 +3,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ApprovalService } from '../../actions/approval-service.js'
 import type { Checkpointer } from '../../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../../audit/receipt-wakeups.js'
+import { readClientJson } from '../../control/http/json-body.js'
 import type { Clock } from '../../core/clock.js'
-import { WriteGateError } from '../../core/errors.js'
+import { ERRORS, fail, WriteGateError } from '../../core/errors.js'
 import type { Authenticator } from '../../identity/authenticator.js'
 import type { PrincipalService } from '../../identity/principal-service.js'
 import type { PolicyService } from '../../policy/policy-service.js'
@@ -46,6 +47,19 @@ export function signedForm(req: FastifyRequest): { session: PortalSession; form:
   const form = formOf(req)
   checkCsrf(req, session, form)
   return { session, form }
+}
+
+/**
+ * A JSON field of a form (a policy, parameter edits), read as the API reads a JSON body: what
+ * storage cannot hold (NUL, nesting past 64 levels, `1e400`, `__proto__`) is refused with a 400,
+ * never left to fail deeper as a 500.
+ */
+export function portalJson(text: string, what: string): unknown {
+  const read = readClientJson(text)
+  if (read.ok) return read.value
+  fail(ERRORS.invalidRequest, undefined, {
+    message: read.problem === null ? `${what} is not valid JSON` : `${what}: ${read.problem}`,
+  })
 }
 
 /** The registry's words for a refused change, shown on the page it came from. */
