@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto'
 import { z } from 'zod'
 import type {
   CredentialRef,
@@ -253,6 +254,10 @@ export function definitionProblems(
   const problems: DefinitionProblem[] = []
   if (s.caBundle !== undefined && s.upstream !== undefined && !/^https:/i.test(s.upstream))
     problems.push({ path: ['caBundle'], message: 'only for an https:// upstream' })
+  if (s.caBundle !== undefined) {
+    const unreadable = unreadableCertificate(s.caBundle)
+    if (unreadable !== null) problems.push({ path: ['caBundle'], message: unreadable })
+  }
   const kind = s.kind ?? 'http'
   if (kind === 'mcp' && !s.mcp) problems.push({ path: ['mcp'], message: 'required for kind: mcp' })
   if (kind === 'graphql' && !s.graphql)
@@ -338,4 +343,19 @@ export function verbsOf(
       verb: r.verb,
     })),
   ]
+}
+
+/**
+ * Which certificate of a PEM bundle does not parse (X.509, by Node's crypto), or null: one that
+ * does not was enrolled, and every write to the system then failed as if sent (found in review).
+ */
+function unreadableCertificate(bundle: string): string | null {
+  const blocks = bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? []
+  for (let i = 0; i < blocks.length; i++)
+    try {
+      new X509Certificate(blocks[i] as string)
+    } catch {
+      return `certificate ${i + 1} of the bundle is not a readable X.509 certificate`
+    }
+  return null
 }

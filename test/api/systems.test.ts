@@ -1,6 +1,7 @@
 import t from 'tap'
 import { API_BACKENDS } from '../helpers/backends.js'
 import { startControlPlane } from '../helpers/control-plane.js'
+import { selfSigned } from '../helpers/self-signed.js'
 
 const billing = (over: Record<string, unknown> = {}) => ({
   systemId: 'sys_billing',
@@ -232,6 +233,21 @@ for (const kind of API_BACKENDS) {
           400,
           'invalid_request',
           /routes\.0\.path: a path pattern may hold at most one \{placeholder\} per segment/,
+        ],
+        // Found in review: a bundle that only looked like PEM was enrolled.
+        [
+          billing({ caBundle: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----' }),
+          400,
+          'invalid_request',
+          /caBundle: certificate 1 of the bundle is not a readable X\.509 certificate/,
+        ],
+        [
+          billing({
+            caBundle: `${selfSigned('billing.example.com').pem}\n-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----`,
+          }),
+          400,
+          'invalid_request',
+          /caBundle: certificate 2 of the bundle/,
         ],
       ]
       for (const [body, status, code, error] of cases) {
