@@ -115,6 +115,8 @@ export function paramsSchemaProblem(schema: Record<string, unknown>): string | n
     createParamsAjv().compile(schema)
     return null
   } catch (err) {
+    // ajv compiles a `$ref` cycle that never reaches a keyword by recursing until the stack ends.
+    if (err instanceof RangeError) return 'a $ref refers back to itself without reaching a schema'
     return (err as Error).message.split('\n')[0] ?? 'invalid JSON Schema'
   }
 }

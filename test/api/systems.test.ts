@@ -186,6 +186,13 @@ for (const kind of API_BACKENDS) {
           'invalid_request',
           /tools\.0\.params: not a valid JSON Schema: .*unsupported Perl syntax/,
         ],
+        [
+          // Found in review: answered with ajv's stack overflow ("Maximum call stack size exceeded").
+          withParams({ $defs: { x: { $ref: '#/$defs/x' } }, $ref: '#/$defs/x' }),
+          400,
+          'invalid_request',
+          /tools\.0\.params: not a valid JSON Schema: a \$ref refers back to itself/,
+        ],
         // Found in review: each compiled, then crashed the process ($async), broke another
         // tenant's tool ($id), or held the event loop for seconds (uniqueItems, size, depth).
         [
