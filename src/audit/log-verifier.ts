@@ -65,7 +65,28 @@ export async function verifyStoredLog(
     start = { seq: prev.seq, hash: prev.hash }
   }
   const verifier = new ChainVerifier(tenantId, deps.publicKey, start)
-  if (from > to) return result(verifier, null)
+  if (from > to) {
+    // Nothing to recompute. But a range that starts past the head's successor names receipts the
+    // log no longer holds, and a signed checkpoint past the head means rows were removed from the
+    // end: a monitor verifying from where it last stopped must learn of a truncated log (found in
+    // review; the whole-log verification below already did).
+    if (from > head.seq + 1)
+      return result(verifier, {
+        seq: head.seq + 1,
+        reason: 'truncated',
+        message: `the log ends at seq ${head.seq}, before seq ${from - 1}`,
+      })
+    const [cut] = await deps.checkpoints.range(tenantId, head.seq, Number.MAX_SAFE_INTEGER, 1)
+    if (!cut) return result(verifier, null)
+    return result(
+      verifier,
+      verifier.expectCheckpoint(cut) ?? {
+        seq: head.seq + 1,
+        reason: 'truncated',
+        message: `the log ends at seq ${head.seq} but a signed checkpoint covers seq ${cut.seq}`,
+      },
+    )
+  }
 
   let cpCursor = start.seq - 1
   let failure: ChainFailure | null = null

@@ -265,6 +265,17 @@ for (const kind of API_BACKENDS) {
             reasons.set(`${m.kind}:${v.reason}`, (reasons.get(`${m.kind}:${v.reason}`) ?? 0) + 1)
             if (v.valid !== false) t.fail(`undetected ${JSON.stringify(m)}`)
             else t.ok(Number.isInteger(v.firstInvalidSeq) && typeof v.reason === 'string', v.reason)
+            if (m.kind === 'truncate' && m.fixHead) {
+              // A log cut short, its head rewound: a monitor verifying only what is new since it
+              // last looked (from the original head's successor, or the current one's) learns of
+              // the cut too (found in review).
+              for (const from of [(rows.at(-1)?.seq ?? 0) + 1, v.headSeq + 1]) {
+                const since = (await api.get(`/v1/receipts/verify?from=${from}`, { bearer: tenant.apiKey }))
+                  .body
+                if (since.valid !== false) t.fail(`undetected from ${from}: ${JSON.stringify(m)}`)
+                else t.equal(since.reason, 'truncated', `from ${from}: ${since.message}`)
+              }
+            }
           },
         ),
         { numRuns: 120 },

@@ -148,8 +148,19 @@ for (const kind of API_BACKENDS) {
       t.notOk('reason' in r.body)
       const part = await api.get('/v1/receipts/verify?from=3&to=5', { bearer: a.apiKey })
       t.match(part.body, { valid: true, checked: 3, from: 3, to: 5 })
+      const head = r.body.headSeq as number
+      const next = await api.get(`/v1/receipts/verify?from=${head + 1}`, { bearer: a.apiKey })
+      t.match(next.body, { valid: true, checked: 0 }, "from the head's successor: nothing new, nothing wrong")
+      // Found in review: a range past the head verified as valid, so a monitor verifying from
+      // where it last stopped could not tell a log cut short.
       const beyond = await api.get('/v1/receipts/verify?from=1000', { bearer: a.apiKey })
-      t.match(beyond.body, { valid: true, checked: 0 })
+      t.match(beyond.body, {
+        valid: false,
+        checked: 0,
+        firstInvalidSeq: head + 1,
+        reason: 'truncated',
+        message: `the log ends at seq ${head}, before seq 999`,
+      })
       const empty = await api.newTenant()
       await cp.database!.sql`delete from receipts where tenant_id = ${empty.tenantId}`
       await cp.database!.sql`delete from audit_heads where tenant_id = ${empty.tenantId}`
