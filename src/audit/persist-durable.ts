@@ -1,4 +1,5 @@
 import type { Receipt, ReceiptDraft } from '../core/receipt.js'
+import type { PendingAction } from '../store/ports/decision-state.js'
 import type { DurablePayload } from '../store/ports/hot-store.js'
 import type { SystemOfRecord } from '../store/ports/index.js'
 import type { AuditLog } from './audit-log.js'
@@ -19,10 +20,17 @@ export async function persistDurable(
   // shared with the API's appends to the same chains instead of racing them for the head.
   if (consumed.length === 0 && payload.actions.length === 0) return audit.append(payload.receipts)
   return sor.transaction(async (stores) => {
+    // A payload delivered again must not bring back an action approved or dismissed since (found
+    // in review: it was pending again, and approved a second time, sent twice). An action whose
+    // staging receipt the log already holds was stored with it the first time; only one staged
+    // by this append is inserted.
+    const fresh: PendingAction[] = []
+    for (const a of payload.actions)
+      if (!(await stores.receipts.get(a.tenantId, a.stagedReceiptId))) fresh.push(a)
     const receipts = await audit.appendWith(stores, payload.receipts)
     for (const r of consumed)
       await stores.grants.markConsumed(r.tenantId, r.detail.grantId as string, r.createdAt, r.receiptId)
-    for (const a of payload.actions) await stores.actions.insertIfAbsent(a)
+    for (const a of fresh) await stores.actions.insertIfAbsent(a)
     return receipts
   })
 }

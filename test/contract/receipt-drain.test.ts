@@ -484,3 +484,89 @@ t.test(
     await allDrainedInOrder(t, real, hot, ten, ids)
   },
 )
+
+t.test(
+  'drain: a staged action delivered again after it was resolved stays resolved (found in review)',
+  async (t) => {
+    const { hot } = await openRedisHotStore(t, { nowSeconds: now, claimIdleMs: 100 })
+    const tdb = await openTestDatabase('postgres')
+    t.teardown(() => tdb.close())
+    const real = createSystemOfRecord(tdb.db)
+    const queue = hot.receiptQueue as ReceiptQueue
+    const ten = newId('tenant')
+    await real.stores.tenants.create({ id: ten, name: 'T', createdAt: 1, sponsorHash: 'x' })
+    await hot.publish(snapshot(ten))
+    // A proxy's STEP_UP: its CHECK and ACTION_STAGED receipts and the pending action, one payload.
+    const actionId = newId('action')
+    const check = draft({
+      receiptId: newId('receipt'),
+      tenantId: ten,
+      kind: 'CHECK',
+      decision: 'STEP_UP',
+      createdAt: now(),
+    })
+    const staged = draft({
+      receiptId: newId('receipt'),
+      tenantId: ten,
+      kind: 'ACTION_STAGED',
+      decision: 'STEP_UP',
+      createdAt: now(),
+      detail: { actionId },
+    })
+    await hot.commit({
+      tenantId: ten,
+      version: 1,
+      quota: null,
+      grantCandidates: [],
+      durable: {
+        otherwise: {
+          receipts: [check, staged],
+          actions: [
+            {
+              actionId,
+              tenantId: ten,
+              systemId: 'sys_billing',
+              tool: 'http',
+              params: {},
+              verb: 'refund',
+              target: null,
+              environment: null,
+              principalId: 'prn_a',
+              keyId: 'key_a',
+              stagedReceiptId: staged.receiptId,
+              createdAt: now(),
+              expiresAt: now() + 3600,
+            },
+          ],
+        },
+      },
+    })
+    let acks = 0
+    const drain = createReceiptDrain({
+      queue: {
+        ...queue,
+        // The first acknowledgement is lost after the commit (a crash, a Redis blip).
+        ack: (...args) =>
+          ++acks === 1 ? Promise.reject(new Error('Command timed out')) : queue.ack(...args),
+      },
+      sor: real,
+      audit: createDirectAuditLog(real),
+      logger: createLogger('silent'),
+      consumer: 'd1',
+      tenantIds: async () => [ten],
+    })
+    await t.rejects(drain.drainAll(), /Command timed out/)
+    t.ok(await real.stores.actions.get(ten, actionId), 'the action is pending')
+    // Approved (or dismissed): an approval removes the pending action as it claims it.
+    t.equal(await real.stores.actions.remove(ten, actionId), true)
+    await new Promise((r) => setTimeout(r, 150)) // past claimIdleMs: the unacknowledged entry is claimed
+    await drain.drainAll()
+    t.equal(await queue.backlog([ten]), 0, 'the entry delivered again is acknowledged')
+    t.equal(await real.stores.actions.get(ten, actionId), null, 'the resolved action did not come back')
+    t.same(
+      (await real.stores.receipts.list(ten, 0, 10)).map((r) => r.kind),
+      ['CHECK', 'ACTION_STAGED'],
+      'its receipts stored once',
+    )
+  },
+)

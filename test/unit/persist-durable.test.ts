@@ -6,7 +6,7 @@ import type { PendingAction } from '../../src/store/ports/decision-state.js'
 import type { Stores, SystemOfRecord } from '../../src/store/ports/index.js'
 
 /** Records which way a payload went: the group commit's append, or a transaction of its own. */
-function fakes() {
+function fakes(stored: ReadonlySet<string> = new Set()) {
   const calls: string[] = []
   const asReceipts = (drafts: readonly ReceiptDraft[]) =>
     drafts.map((d, i) => ({ ...d, seq: i + 1, prevHash: 'p', hash: 'h' }) as Receipt)
@@ -19,6 +19,11 @@ function fakes() {
     actions: {
       async insertIfAbsent(a: PendingAction) {
         calls.push(`insertIfAbsent ${a.actionId}`)
+      },
+    },
+    receipts: {
+      async get(_tenantId: string, receiptId: string) {
+        return stored.has(receiptId) ? ({ receiptId } as Receipt) : null
       },
     },
   } as unknown as Stores
@@ -76,7 +81,15 @@ t.test('a DENY naming a grant consumed none: receipts alone', async (t) => {
 
 t.test('a staged action becomes pending in the same transaction as its receipt', async (t) => {
   const f = fakes()
-  const action = { actionId: 'act_1' } as PendingAction
+  const action = { actionId: 'act_1', tenantId: 'ten_a', stagedReceiptId: 'rcp_staged' } as PendingAction
   await persistDurable(f.sor, f.audit, { receipts: [write()], actions: [action] })
   t.same(f.calls, ['begin', 'appendWith 1', 'insertIfAbsent act_1', 'commit'])
+})
+
+t.test('a payload delivered again does not bring back its action (found in review)', async (t) => {
+  // Its staging receipt is in the log: the action was stored with it, and may be resolved since.
+  const f = fakes(new Set(['rcp_staged']))
+  const action = { actionId: 'act_1', tenantId: 'ten_a', stagedReceiptId: 'rcp_staged' } as PendingAction
+  await persistDurable(f.sor, f.audit, { receipts: [write()], actions: [action] })
+  t.same(f.calls, ['begin', 'appendWith 1', 'commit'])
 })
