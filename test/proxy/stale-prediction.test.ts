@@ -39,12 +39,7 @@ t.test('a write predicted STEP_UP but decided ALLOW is forwarded with its body',
  * upstream, not leave the upstream waiting for it.
  */
 t.test('a request predicted STEP_UP that passes ungated under the new version keeps its body', async (t) => {
-  const definition = {
-    kind: 'mcp' as const,
-    reads: 'pass' as const,
-    tools: [],
-    mcp: { endpoint: '/mcp', filterToolsList: false, tools: [] },
-  }
+  const definition = { kind: 'http' as const, reads: 'pass' as const, tools: [] }
   const fleet = await startFleet(t, {
     proxies: 1,
     deaf: true,
@@ -52,11 +47,11 @@ t.test('a request predicted STEP_UP that passes ungated under the new version ke
       passthrough: [],
       systems: [
         {
-          systemId: 'sys_mcp',
+          systemId: 'sys_reports',
           tenantId: 'ignored',
           upstream: origin,
           ...definition,
-          routes: [{ method: 'DELETE', path: '/mcp', verb: 'verify' }],
+          routes: [{ method: 'GET', path: '/v1/report', verb: 'verify' }],
         },
       ],
     }),
@@ -65,17 +60,18 @@ t.test('a request predicted STEP_UP that passes ungated under the new version ke
   const admin = { bearer: fleet.tenant.apiKey }
   t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
   const body = '{"reason":"done"}'
-  // Node frames a DELETE's body only when told its length.
+  // Node frames a GET's body only when told its length. (A read with a body: what passes
+  // ungated with one; a DELETE at an MCP endpoint no longer does.)
   const end = {
-    method: 'DELETE',
-    path: '/sys_mcp/mcp',
+    method: 'GET',
+    path: '/sys_reports/v1/report',
     headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
     body,
   }
-  t.equal((await agentRequest(port, end)).status, 428, 'the proxy has cached a snapshot that routes DELETE')
+  t.equal((await agentRequest(port, end)).status, 428, 'the proxy has cached a snapshot that routes the GET')
 
   const put = await fleet.api.put(
-    '/v1/systems/sys_mcp',
+    '/v1/systems/sys_reports',
     { ...definition, upstream: fleet.upstream.origin, routes: [] },
     admin,
   )
@@ -91,6 +87,6 @@ t.test('a request predicted STEP_UP that passes ungated under the new version ke
   t.equal(reply?.status, 200, 'passed ungated under the new version')
   const got = fleet.upstream.received.slice(before)
   t.equal(got.length, 1, 'forwarded once')
-  t.equal(got[0]?.method, 'DELETE')
+  t.equal(got[0]?.method, 'GET')
   t.equal(got[0]?.body.toString('utf8'), end.body, 'with the body the proxy had already read')
 })
