@@ -149,6 +149,19 @@ export function createCheckService(deps: CheckDeps): CheckService {
         // reads none has none, whatever the agent names: a grant for one target must not pay for
         // a write to another.
         if (bindings.every((b) => b.target === null)) target = null
+        // A request and a tool named together must read the same target (or none): the lease is
+        // bound to the request, so a tool's target would let a grant for one pay for a write to
+        // another (found in review).
+        const [first, second] = bindings
+        if (first && second && first.target !== second.target) {
+          const said = (b: typeof first) => `${b.source} reads ${b.target === null ? 'none' : b.target}`
+          const message = `the request and the tool name different targets: ${said(first)}, ${said(second)}`
+          fail(
+            ERRORS.invalidRequest,
+            { issues: [{ path: 'target', message }] },
+            { message: `invalid body: target: ${message}` },
+          )
+        }
       }
 
       const systemId = request?.systemId ?? toolRef?.system.systemId ?? null

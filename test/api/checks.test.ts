@@ -722,6 +722,25 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
     params: { charge: 'ch_1', amount: 5 },
     checkReceiptId: staged.body.receiptId,
   })
+  // Found in review: with both, the tool's target was taken, and the lease bound to the request:
+  // a grant for the tool's target paid for the request's write to another.
+  const receiptsBefore = (await api.get('/v1/receipts?limit=1000', { bearer: key })).body.receipts.length
+  const mixed = await api.post(
+    '/v1/check',
+    {
+      verb: 'refund',
+      request: { systemId: 'sys_billing', method: 'POST', path: '/v1/payouts/po_big', body: {} },
+      tool: { name: 'tag_charge', params: { charge: 'ch_cheap' } },
+    },
+    { bearer: key },
+  )
+  t.same([mixed.status, mixed.body.code], [400, 'invalid_request'])
+  t.match(mixed.body.error, /route of sys_billing reads payout:po_big, tool tag_charge reads charge:ch_cheap/)
+  t.equal(
+    (await api.get('/v1/receipts?limit=1000', { bearer: key })).body.receipts.length,
+    receiptsBefore,
+    'no decision, no receipt',
+  )
   const bad = await api.post(
     '/v1/check',
     { verb: 'refund', tool: { name: 'issue_refund', params: { charge: 'ch_1', evil: true } } },
