@@ -259,7 +259,9 @@ export function createApprovalService(deps: {
     const ref = await systems.toolOf(action.tenantId, action.systemId, action.tool)
     if (!ref) fail(ERRORS.unknownTool, { tool: action.tool })
     const params = finalParams(ref, action, input.params)
-    const target = (ref.tool.target ? fillText(ref.tool.target, { params }) : null) ?? action.target
+    // Read as /v1/check reads it: a template the edited params no longer fill gives no target,
+    // never the staged one, which a grant for that target would pay for (found in review).
+    const target = ref.tool.target ? fillText(ref.tool.target, { params }) : null
     const built = toolRequest(ref.tool, params)
     if (!built.ok)
       fail(ERRORS.invalidParams, { tool: ref.tool.name, issues: [{ path: '', message: built.problem }] })

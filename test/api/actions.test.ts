@@ -468,6 +468,52 @@ t.test('the re-check decides: deny stops the write, allow needs no code, a grant
   t.equal(s.upstream.requests.length, 2)
 })
 
+t.test(
+  "edits that leave the tool's target template unfilled give no target, not the staged one",
+  async (t) => {
+    // Found in review: the staged target stood in, so a grant for it paid for the edited write.
+    const upstream = await startRecordingServer(t)
+    const { api, tenant } = await startWithTenantSystems(t, 'fake', (tenantId) => {
+      const file = billingSystems(tenantId, upstream.origin)
+      file.systems[0]?.tools.push({
+        name: 'pay_out',
+        verb: 'refund',
+        method: 'POST',
+        pathTemplate: '/v1/payouts',
+        target: 'account:{account}',
+        params: {
+          type: 'object',
+          required: ['account', 'amount'],
+          properties: { account: { type: ['string', 'object'] }, amount: { type: 'integer' } },
+        },
+      })
+      return file
+    })
+    const admin = { bearer: tenant.apiKey }
+    const staged = await api.post(
+      '/v1/check',
+      {
+        verb: 'refund',
+        target: 'account:acc_1',
+        tool: { name: 'pay_out', params: { account: 'acc_1', amount: 10 } },
+      },
+      admin,
+    )
+    t.match(staged.body, { decision: 'STEP_UP', actionId: /^act_/ })
+    await api.put('/v1/policy', { refund: 'require_grant' }, admin)
+    await api.post('/v1/grants', { verb: 'refund', target: 'account:acc_1' }, { bearer: tenant.sponsorToken })
+    const edited = await api.post(
+      `/v1/agent/actions/${staged.body.actionId}/approve`,
+      { params: { account: { id: 'acc_2' } } },
+      admin,
+    )
+    t.match(edited.body, { type: 'denied', result: { reason: 'grant_required', upstreamCalled: false } })
+    t.equal(upstream.requests.length, 0, 'nothing sent')
+    const same = await api.post(`/v1/agent/actions/${staged.body.actionId}/approve`, {}, admin)
+    t.match(same.body, { type: 'executed' }, 'unedited, the grant for its target pays for it')
+  },
+)
+
 t.test('an approver key on the roster is refused before anything: no write, still pending', async (t) => {
   const s = await setup(t)
   const id = await s.stage()
