@@ -77,7 +77,7 @@ export async function verifyStoredLog(
         message: `the log ends at seq ${head.seq}, before seq ${from - 1}`,
       })
     const [cut] = await deps.checkpoints.range(tenantId, head.seq, Number.MAX_SAFE_INTEGER, 1)
-    if (!cut) return result(verifier, null)
+    if (!cut) return result(verifier, await rowBeyondHead(deps.reader, tenantId, head.seq))
     return result(
       verifier,
       verifier.expectCheckpoint(cut) ?? {
@@ -117,10 +117,31 @@ export async function verifyStoredLog(
     const beyond = await deps.checkpoints.range(tenantId, verifier.head.seq, Number.MAX_SAFE_INTEGER, 1)
     for (const cp of beyond) failure = verifier.expectCheckpoint(cp)
     failure ??= verifier.finish(head)
+    failure ??= await rowBeyondHead(deps.reader, tenantId, head.seq)
   } else if (!failure && verifier.head.seq < to) {
     // Rows end before `to` although the head lies beyond it: the next seq is missing.
     const missing = verifier.head.seq + 1
     failure = { seq: missing, reason: 'seq_gap', message: `seq ${missing} is missing` }
   }
   return result(verifier, failure)
+}
+
+/**
+ * A stored row past the head row: the chain does not end at the head (a row planted after it
+ * lists and streams as a receipt, and blocks the tenant's next append). Found in review: the
+ * range stopped at the head, so such a row was never read.
+ */
+async function rowBeyondHead(
+  reader: ReceiptReader,
+  tenantId: string,
+  headSeq: number,
+): Promise<ChainFailure | null> {
+  const [row] = await reader.rows(tenantId, headSeq, Number.MAX_SAFE_INTEGER, 1)
+  return row
+    ? {
+        seq: row.seq,
+        reason: 'head_mismatch',
+        message: `a receipt is stored at seq ${row.seq}, past the recorded head (seq ${headSeq})`,
+      }
+    : null
 }

@@ -166,6 +166,22 @@ for (const kind of API_BACKENDS) {
       await cp.database!.sql`delete from audit_heads where tenant_id = ${empty.tenantId}`
       const none = await api.get('/v1/receipts/verify', { bearer: empty.apiKey })
       t.match(none.body, { valid: true, checked: 0, headSeq: 0 })
+      // Found in review: a row planted past the head row (the head left alone) was never read,
+      // though the list and the stream serve it.
+      const planted = await api.newTenant()
+      const plantedHead = (await api.get('/v1/receipts/verify', { bearer: planted.apiKey })).body
+        .headSeq as number
+      await cp.database!
+        .sql`insert into receipts (tenant_id, seq, receipt_id, kind, decision, created_at, body, hash)
+        values (${planted.tenantId}, ${plantedHead + 1}, 'rcp_planted', 'CHECK', 'ALLOW', 1, '{"garbage":true}', 'zz')`
+      for (const q of ['', `?from=${plantedHead + 1}`, `?from=1&to=${plantedHead}`]) {
+        const v = await api.get(`/v1/receipts/verify${q}`, { bearer: planted.apiKey })
+        t.match(
+          v.body,
+          { valid: false, reason: 'head_mismatch', firstInvalidSeq: plantedHead + 1 },
+          `verify${q}: the row past the head is found`,
+        )
+      }
     })
 
     t.test('the export verifies offline with the published key', async (t) => {
