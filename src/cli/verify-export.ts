@@ -16,6 +16,14 @@ export interface VerifyProgress {
 export const PROGRESS_EVERY = 50_000
 
 /**
+ * The longest line read. A receipt holds at most one request's worth of what an agent sent (the
+ * API and the proxy read 1 MiB bodies), which canonical JSON may escape to six bytes a byte: far
+ * under this. A longer line fails at once instead of being held whole (found in review: 400 MiB
+ * of one line took 1.3 GB before it failed).
+ */
+export const MAX_LINE_BYTES = 64 * 1024 * 1024
+
+/**
  * Splits the input into lines on "\n" and feeds them to the verifier. Each line is decoded
  * as strict UTF-8, so an edited byte cannot hide behind a replacement character.
  */
@@ -28,6 +36,7 @@ export async function verifyExport(
   // ignoreBOM: a byte-order mark is kept, and fails its line as "not JSON" (it is an added byte).
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
   let pending: Buffer[] = []
+  let pendingBytes = 0
   let bytes = 0
   let nextReport = PROGRESS_EVERY
   const feed = (line: Buffer): boolean => {
@@ -50,13 +59,19 @@ export async function verifyExport(
     let nl = buf.indexOf(0x0a)
     while (nl !== -1) {
       pending.push(buf.subarray(0, nl))
+      if (pendingBytes + nl > MAX_LINE_BYTES) return verifier.lineTooLong(MAX_LINE_BYTES)
       const line = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending)
       pending = []
+      pendingBytes = 0
       if (feed(line)) return verifier.finish()
       buf = buf.subarray(nl + 1)
       nl = buf.indexOf(0x0a)
     }
-    if (buf.length > 0) pending.push(buf)
+    if (buf.length > 0) {
+      pending.push(buf)
+      pendingBytes += buf.length
+      if (pendingBytes > MAX_LINE_BYTES) return verifier.lineTooLong(MAX_LINE_BYTES)
+    }
   }
   // Every line the exporter writes ends in "\n": a last line without it was edited (or cut).
   if (pending.length > 0) {

@@ -109,6 +109,15 @@ export class ExportVerifier {
     return null
   }
 
+  /**
+   * The next line runs past `maxBytes` before its newline: the verdict, failed. No line the
+   * exporter writes is that long, and holding one whole to parse it would take memory without end.
+   */
+  lineTooLong(maxBytes: number): ExportVerdict {
+    if (!this.#failure) this.#fail('malformed', `line ${this.#line + 1} is longer than ${maxBytes} bytes`)
+    return this.finish()
+  }
+
   /** The file ended without its last line's newline: the verdict, failed if nothing failed first. */
   unterminated(): ExportVerdict {
     if (!this.#failure) this.#fail('malformed', `line ${this.#line} does not end in a newline`)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { verifyExport } from '../../src/cli/verify-export.js'
+import { MAX_LINE_BYTES, verifyExport } from '../../src/cli/verify-export.js'
 import { ChainVerifier } from '../../src/core/chain-verifier.js'
 import { isCanonicalText } from '../../src/core/jcs.js'
 import { chainReceipts, draft, EMPTY_HEAD } from '../../src/core/receipt.js'
@@ -52,3 +52,33 @@ t.test('a number JSON can hold but JCS cannot (1e999) is reported as tampering, 
   })
   t.match(failure, { reason: /body_mismatch|hash_mismatch/ }, 'the endpoint side too')
 })
+
+t.test(
+  'a line longer than any the exporter writes fails at once, never held whole (found in review)',
+  async (t) => {
+    const { lines } = exportLines(TENANT, drafts, key.privateKey)
+    let read = 0
+    // A valid start, then one line that never ends: 1 MiB chunks, up to twice the cap.
+    async function* endless() {
+      yield Buffer.from(`${lines[0]}\n${lines[1]}\n`)
+      const chunk = Buffer.alloc(1024 * 1024, 0x20)
+      while (read < 2 * MAX_LINE_BYTES) {
+        read += chunk.length
+        yield chunk
+      }
+    }
+    const verdict = await verifyExport(endless(), key.publicKey)
+    t.equal(verdict.valid, false)
+    t.match(verdict.failure, {
+      reason: 'malformed',
+      message: `line 3 is longer than ${MAX_LINE_BYTES} bytes`,
+    })
+    t.ok(read <= MAX_LINE_BYTES + 1024 * 1024, `stopped reading at the cap (${read} bytes read)`)
+    // A line within the cap that is split over many chunks is still read as one.
+    async function* split() {
+      const all = Buffer.from(`${lines.join('\n')}\n`)
+      for (let i = 0; i < all.length; i += 7) yield all.subarray(i, i + 7)
+    }
+    t.equal((await verifyExport(split(), key.publicKey)).valid, true)
+  },
+)
