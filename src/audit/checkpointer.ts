@@ -1,6 +1,7 @@
 import type { KeyObject } from 'node:crypto'
 import { type SignedCheckpoint, signCheckpoint } from '../core/checkpoint.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
+import { publicKeyId } from '../core/ed25519.js'
 import type { Logger } from '../observability/logger.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
 import type { ReceiptReader } from '../store/ports/receipt-reader.js'
@@ -8,7 +9,10 @@ import type { ReceiptReader } from '../store/ports/receipt-reader.js'
 export interface Checkpointer {
   /** Signs and stores a checkpoint of every tenant head that has none yet; returns how many. */
   runOnce(): Promise<number>
-  /** The checkpoint of the tenant's current head, made now unless one exists; null for an empty log. */
+  /**
+   * The checkpoint of the tenant's current head, made now unless one exists (one signed by
+   * another key is signed again for the caller, not stored); null for an empty log.
+   */
   checkpointTenant(tenantId: string): Promise<SignedCheckpoint | null>
   /** Starts the fixed cadence. */
   start(): void
@@ -35,6 +39,7 @@ export interface CheckpointerDeps {
  */
 export function createCheckpointer(deps: CheckpointerDeps): Checkpointer {
   const pageSize = deps.pageSize ?? 500
+  const keyId = publicKeyId(deps.signingKey)
   let timer: NodeJS.Timeout | null = null
   let running: Promise<number> | null = null
 
@@ -68,7 +73,16 @@ export function createCheckpointer(deps: CheckpointerDeps): Checkpointer {
       const head = await deps.reader.head(tenantId)
       if (head.seq === 0) return null
       const existing = await deps.checkpoints.at(tenantId, head.seq)
-      if (existing) return existing
+      if (existing && existing.keyId === keyId) return existing
+      if (existing) {
+        // Signed by a key rotated out since: an export of an idle tenant carried it, and failed
+        // verification with the published key (found in review). The same head is signed again
+        // with the current key, for the caller only: the stored one stays, as evidence, and a
+        // head that disagrees with it (the chain rewritten since) is never signed again.
+        return existing.hash === head.hash
+          ? signCheckpoint(deps.signingKey, { tenantId, ...head, at: nowSeconds(deps.clock) })
+          : existing
+      }
       await deps.checkpoints.save([
         signCheckpoint(deps.signingKey, { tenantId, ...head, at: nowSeconds(deps.clock) }),
       ])

@@ -72,5 +72,29 @@ for (const kind of API_BACKENDS) {
       t.equal((await checkpoints.latest(tenant))?.seq, 3, 'the last head is anchored at shutdown')
       t.equal(await one.checkpointTenant(newId('tenant')), null, 'an empty log has no checkpoint')
     })
+
+    t.test("after the key's rotation, an idle head is signed again for the caller, not stored", async (t) => {
+      // Found in review: an export of an idle tenant carried the old key's checkpoint, and failed
+      // verification with the published (new) key.
+      const tenant = newId('tenant')
+      await append(tenant, 2)
+      const old = await make(3_600_000).checkpointTenant(tenant)
+      const rotated = ed25519()
+      const current = createCheckpointer({
+        checkpoints,
+        reader,
+        signingKey: rotated.privateKey,
+        clock,
+        intervalMs: 3_600_000,
+        logger: createLogger('silent'),
+      })
+      const again = await current.checkpointTenant(tenant)
+      t.match(again, { tenantId: tenant, seq: old?.seq, hash: old?.hash })
+      t.equal(checkpointSignatureValid(rotated.publicKey, again!), true, 'verifies with the current key')
+      t.same(await checkpoints.at(tenant, 2), old, 'the stored checkpoint stays, as evidence')
+      // A head rewritten since the old key signed it is not signed again.
+      await tdb.db.sql`update audit_heads set hash = ${'f'.repeat(64)} where tenant_id = ${tenant}`
+      t.same(await current.checkpointTenant(tenant), old, 'a head the stored checkpoint disagrees with')
+    })
   })
 }
