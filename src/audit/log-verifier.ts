@@ -38,6 +38,8 @@ export async function verifyStoredLog(
   deps: LogVerifierDeps,
   tenantId: string,
   range: { from?: number | undefined; to?: number | undefined },
+  /** Stops reading (the promise rejects) once aborted: a client gone takes its verification with it. */
+  signal?: AbortSignal,
 ): Promise<LogVerification> {
   const pageSize = deps.pageSize ?? 1000
   const head = await deps.reader.head(tenantId)
@@ -92,6 +94,7 @@ export async function verifyStoredLog(
   let failure: ChainFailure | null = null
   let cursor = start.seq
   while (!failure && cursor < to) {
+    signal?.throwIfAborted()
     const rows = await deps.reader.rows(tenantId, cursor, to, pageSize)
     if (rows.length === 0) break
     const last = (rows.at(-1) as (typeof rows)[number]).seq

@@ -10,6 +10,7 @@ import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Receipt } from '../core/receipt.js'
 import { type Authenticator, bearerOf } from '../identity/authenticator.js'
+import { clientLeaves } from '../node-http/client-leaves.js'
 import { portalSessionOf } from '../portal/portal-http.js'
 import type { PortalSessions } from '../portal/portal-sessions.js'
 import type { CheckpointStore } from '../store/ports/checkpoints.js'
@@ -189,12 +190,13 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
         },
         onRequest: admin,
       },
-      async (req) => {
+      async (req, reply) => {
         const { tenantId } = keyCaller(req)
         const v = await verifyStoredLog(
           { reader: deps.reader, checkpoints: deps.checkpoints, publicKey: deps.publicKey },
           tenantId,
           { from: req.query.from, to: req.query.to },
+          clientLeaves(reply.raw),
         )
         const { checkpoint, ...rest } = v
         return {

@@ -20,6 +20,8 @@ export async function overviewData(
     clock: Clock
   },
   tenantId: string,
+  /** Aborts the whole-log verification the overview runs (its client gone). */
+  signal?: AbortSignal,
 ): Promise<OverviewData> {
   const now = nowSeconds(deps.clock)
   const counts = await deps.reader.decisionCounts(tenantId, now - STATS_WINDOW_SECONDS, STATS_CAP)
@@ -43,6 +45,7 @@ export async function overviewData(
     { reader: deps.reader, checkpoints: deps.checkpoints, publicKey: deps.publicKey },
     tenantId,
     {},
+    signal,
   )
   const pending = await deps.stores.actions.list(tenantId, now, 1000)
   return {

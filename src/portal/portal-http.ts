@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { isStorableString } from '../control/http/storable-json.js'
 import { ERRORS, type ErrorDef, WriteGateError } from '../core/errors.js'
+import { ClientLeft } from '../node-http/client-leaves.js'
 import { serviceUnavailable } from '../node-http/service-unavailable.js'
 import type { Html } from './html.js'
 import { errorPage } from './pages/error.js'
@@ -179,6 +180,8 @@ export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions
     reply.headers(SECURITY_HEADERS)
   })
   app.setErrorHandler((err: FastifyError, req, reply) => {
+    // No one is there to read a page: none is written, and nothing went wrong.
+    if ((err as Error) instanceof ClientLeft) return reply.hijack()
     let def: ErrorDef | undefined
     let message: string | undefined
     if (err instanceof WriteGateError) {

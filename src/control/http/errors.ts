@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { ERRORS, type ErrorDef, WriteGateError } from '../../core/errors.js'
+import { ClientLeft } from '../../node-http/client-leaves.js'
 import { serviceUnavailable } from '../../node-http/service-unavailable.js'
 
 interface ValidationIssue {
@@ -40,6 +41,8 @@ export function installErrorHandling(app: FastifyInstance): void {
   })
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
+    // No one is there to read an answer: none is written, and nothing went wrong.
+    if ((err as Error) instanceof ClientLeft) return reply.hijack()
     if (err instanceof WriteGateError) {
       if (err.headers) reply.headers(err.headers)
       if (err.status >= 500) req.log.error({ err }, 'request failed')

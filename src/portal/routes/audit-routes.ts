@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { exportLogStream } from '../../audit/log-export.js'
 import { verifyStoredLog } from '../../audit/log-verifier.js'
 import { ERRORS, fail } from '../../core/errors.js'
+import { clientLeaves } from '../../node-http/client-leaves.js'
 import { auditPage, type ReceiptQuery, receiptPage, type VerifyView } from '../pages/audit.js'
 import { sendPage, sessionOf } from '../portal-http.js'
 import { searchReceipts } from '../receipt-search.js'
@@ -30,6 +31,7 @@ export function auditRoutes(app: FastifyInstance, deps: PortalDeps): void {
         { reader: deps.reader, checkpoints: deps.checkpoints, publicKey: deps.publicKey },
         tenantId,
         {},
+        clientLeaves(reply.raw),
       )
       verify = {
         valid: v.valid,

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { clientLeaves } from '../../node-http/client-leaves.js'
 import { overviewData } from '../overview-data.js'
 import { overviewPage } from '../pages/overview.js'
 import { sendPage, sessionOf } from '../portal-http.js'
@@ -17,6 +18,7 @@ export function overviewRoutes(app: FastifyInstance, deps: PortalDeps): void {
         clock: deps.clock,
       },
       session.caller.tenantId,
+      clientLeaves(reply.raw),
     )
     return sendPage(reply, overviewPage(session, data))
   })
