@@ -1,3 +1,4 @@
+import { constants } from 'node:crypto'
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net'
 import { createServer as createTlsServer, TLSSocket } from 'node:tls'
 import type { Logger } from '../observability/logger.js'
@@ -62,6 +63,11 @@ export function createTlsInterception(deps: {
       const terminating = createTlsServer({
         ALPNProtocols: ['http/1.1'],
         handshakeTimeout: deps.handshakeTimeoutMs,
+        // As the minted contexts say, on the server itself: OpenSSL keeps the options of the
+        // context a connection started on, not of the one its SNI switched it to (found in
+        // review: the TLS port renegotiated, which the CONNECT path refuses).
+        minVersion: 'TLSv1.2',
+        secureOptions: constants.SSL_OP_NO_RENEGOTIATION,
         SNICallback: (servername, done) => {
           // Routed on this name already; asked again in case the state changed in between.
           const host = servername.toLowerCase()
@@ -69,19 +75,22 @@ export function createTlsInterception(deps: {
             .then(async (how) => {
               if (how !== 'intercept') {
                 metrics.tlsRefused('sni_not_enrolled')
-                return done(new Error(`${host} is no enrolled https host`))
+                return done(new CountedRefusal(`${host} is no enrolled https host`))
               }
               done(null, await minter.contextFor(host))
             })
             .catch((err: Error) => {
               metrics.tlsRefused('outside_ca')
-              done(err)
+              done(new CountedRefusal(err.message))
             })
         },
       })
       // Errors before the handshake completes (an untrusting client, a stall).
       terminating.on('tlsClientError', (err, socket) => {
-        metrics.tlsRefused(/timed? ?out/i.test(err.message) ? 'handshake_timeout' : 'handshake_failed')
+        // A refusal the SNI callback counted (Node fails the handshake with its error) is not
+        // counted again (found in review: each counted twice).
+        if (!(err instanceof CountedRefusal))
+          metrics.tlsRefused(/timed? ?out/i.test(err.message) ? 'handshake_timeout' : 'handshake_failed')
         logger.debug({ code: (err as NodeJS.ErrnoException).code }, 'TLS port: handshake refused')
         socket.destroy()
       })
@@ -100,6 +109,11 @@ export function createTlsInterception(deps: {
           socket.destroy()
           return
         }
+        // What arrived, joined only once enough is there to read further: joining and reading
+        // again at every arrival costs the square of a hello sent a byte at a time.
+        let chunks: Buffer[] = []
+        let arrived = 0
+        let need = 0
         let held: Buffer = Buffer.alloc(0)
         const refuse = (reason: string) => {
           metrics.tlsRefused(reason)
@@ -109,9 +123,16 @@ export function createTlsInterception(deps: {
         stalled.unref()
         socket.once('close', () => clearTimeout(stalled))
         const onData = (chunk: Buffer) => {
-          held = held.length === 0 ? chunk : Buffer.concat([held, chunk])
+          chunks.push(chunk)
+          arrived += chunk.length
+          if (arrived < need) return
+          held = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, arrived)
+          chunks = [held]
           const hello = readClientHello(held)
-          if (hello.kind === 'incomplete') return
+          if (hello.kind === 'incomplete') {
+            need = hello.need
+            return
+          }
           socket.removeListener('data', onData)
           socket.pause()
           clearTimeout(stalled)
@@ -197,3 +218,6 @@ export function createTlsInterception(deps: {
     },
   }
 }
+
+/** A handshake refused, and counted, by the SNI callback. */
+class CountedRefusal extends Error {}

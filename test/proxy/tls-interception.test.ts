@@ -540,6 +540,35 @@ except urllib.error.HTTPError as e:
         /^(closed|refused)$/,
         'a connection that renegotiates is cut, unanswered',
       )
+      // The same on the TLS port (found in review: its server took OpenSSL's defaults, and the
+      // minted context's refusal did not carry over to a connection it was switched to).
+      const portRenegotiation = await run(
+        process.execPath,
+        [
+          '-e',
+          `
+      const tls = require('node:tls')
+      const [tlsPort, port] = process.argv.slice(1)
+      const s = tls.connect({ host: '127.0.0.1', port: tlsPort, servername: 'localhost', maxVersion: 'TLSv1.2' }, () => {
+        s.renegotiate({}, () => {
+          s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n\\r\\n{}')
+        })
+      })
+      let answered = false
+      s.on('data', () => { answered = true })
+      s.on('error', () => { console.log(answered ? 'answered' : 'refused'); process.exit(0) })
+      s.on('close', () => { console.log(answered ? 'answered' : 'closed'); process.exit(0) })
+      setTimeout(() => { console.log(answered ? 'answered' : 'open'); process.exit(0) }, 15000)`,
+          String(strict.proxy.tlsPort),
+          String(upstream.port),
+        ],
+        { NODE_EXTRA_CA_CERTS: caFile },
+      )
+      t.match(
+        portRenegotiation.stdout.trim(),
+        /^(closed|refused)$/,
+        'on the TLS port too, a connection that renegotiates is cut, unanswered',
+      )
 
       const unenrolled = await run('curl', [
         '-s',
@@ -665,4 +694,47 @@ t.test('transparent pass-through, hostile: a host that refuses, a client that re
   const health = await fetch(`http://127.0.0.1:${bench.port}/healthz`)
   t.equal(health.status, 200, 'the proxy still serves')
   t.same(unhandled.splice(0), [], 'nothing unhandled')
+})
+
+t.test('a handshake the TLS port refuses is counted once, under its reason (found in review)', async (t) => {
+  const upstream = await startHttpsUpstream(t)
+  const dir = mkdtempSync(join(tmpdir(), 'wg-tls-once-'))
+  // The CA may vouch for example.com only: the enrolled localhost is outside it.
+  const ca = await createInterceptionCa({ hosts: ['example.com'], days: 1 })
+  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
+  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
+  const bench = await startBillingProxy(t, {
+    systems: () => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_billing',
+          kind: 'http' as const,
+          upstream: upstream.origin,
+          caBundle: upstream.caPem,
+          reads: 'pass' as const,
+          routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
+          tools: [],
+        },
+      ],
+    }),
+    proxy: { tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key'), port: 0 } },
+  })
+  const refused = await run(process.execPath, [
+    '-e',
+    `
+      const tls = require('node:tls')
+      const s = tls.connect({ host: '127.0.0.1', port: process.argv[1], servername: 'localhost', rejectUnauthorized: false })
+      s.on('secureConnect', () => { console.log('connected'); process.exit(0) })
+      s.on('error', () => { console.log('refused'); process.exit(0) })
+      s.on('close', () => { console.log('closed'); process.exit(0) })`,
+    String(bench.proxy.tlsPort),
+  ])
+  t.match(refused.stdout.trim(), /^(refused|closed)$/, 'no certificate outside the CA')
+  const metrics = await bench.cp.metrics.registry.metrics()
+  const counted = [...metrics.matchAll(/writegate_tls_refused_total\{[^}]*reason="([a-z_]+)"[^}]*\} (\d+)/g)]
+    .filter((m) => m[2] !== '0')
+    .map((m) => `${m[1]} ${m[2]}`)
+  t.same(counted, ['outside_ca 1'], 'one refusal, as outside the CA, and not again as a failed handshake')
+  t.equal(upstream.received.length, 0)
 })

@@ -32,7 +32,12 @@ t.test('a real ClientHello: the server name, whole or in any two pieces', async 
   const hello = await helloFor('API.Example.com')
   t.same(readClientHello(hello), { kind: 'hello', serverName: 'api.example.com' })
   for (let i = 0; i < hello.length; i++)
-    t.same(readClientHello(hello.subarray(0, i)), { kind: 'incomplete' }, `the first ${i} bytes`)
+    t.same(
+      readClientHello(hello.subarray(0, i)),
+      // Nothing more can be read before the record header, then the whole record.
+      { kind: 'incomplete', need: i < 5 ? 5 : hello.length },
+      `the first ${i} bytes`,
+    )
 })
 
 t.test('no server name: Node sends none for an IP address', async (t) => {
@@ -47,6 +52,34 @@ t.test('a hello split over two records is read', async (t) => {
   const split = Buffer.concat([record(body.subarray(0, 10)), record(body.subarray(10))])
   t.same(readClientHello(split), { kind: 'hello', serverName: 'billing.example.com' })
 })
+
+t.test(
+  'a hello in one-byte records: read up to 64 records, refused past them (found in review)',
+  async (t) => {
+    const hello = await helloFor('billing.example.com')
+    const body = hello.subarray(5)
+    const record = (b: Buffer) =>
+      Buffer.concat([Buffer.from([0x16, 0x03, 0x01, b.length >> 8, b.length & 255]), b])
+    const inRecords = (size: number) => {
+      const parts: Buffer[] = []
+      for (let i = 0; i < body.length; i += size) parts.push(record(body.subarray(i, i + size)))
+      return Buffer.concat(parts)
+    }
+    const few = Math.ceil(body.length / 64)
+    t.same(
+      readClientHello(inRecords(few)),
+      { kind: 'hello', serverName: 'billing.example.com' },
+      `${few}-byte records`,
+    )
+    // Thousands of one-byte records were read again from the start at every arrival: seconds of CPU.
+    t.same(readClientHello(inRecords(1)), { kind: 'not_tls' }, 'one-byte records')
+    t.same(
+      readClientHello(inRecords(1).subarray(0, 6 * 65)),
+      { kind: 'not_tls' },
+      'refused at the 65th, not at the end',
+    )
+  },
+)
 
 t.test('what is not a ClientHello, or lies about its lengths', async (t) => {
   const hello = await helloFor('api.example.com')
