@@ -734,12 +734,14 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     tunnels.add(socket)
     socket.once('close', () => tunnels.delete(socket))
     const authority = (req.url ?? '').toLowerCase()
-    const [host, port] = authority.split(':')
+    // host:port and nothing more: `host:443:1` named the host checked but is no authority (found
+    // in review). An IPv6 literal has colons of its own, and is refused below as no host name.
+    const [host, port, ...rest] = authority.split(':')
     const interception = deps.interception
     const listed =
       deps.passthrough.has(authority) || (host !== undefined && passesThrough(host, port ?? '443'))
     // Nothing to intercept and nothing listed: refused without asking the snapshot.
-    if (!host || !/^\d{1,5}$/.test(port ?? '443') || (!interception && !listed)) {
+    if (!host || rest.length > 0 || !/^\d{1,5}$/.test(port ?? '443') || (!interception && !listed)) {
       refuseTunnel(socket, ERRORS.tunnelRefused)
       return
     }

@@ -1,5 +1,7 @@
+import { once } from 'node:events'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
@@ -166,4 +168,13 @@ t.test('without an interception CA, a listed host is tunnelled only to a port no
     'another port of the host: tunnelled',
   )
   t.equal(other.received.length, 1, 'and reached, opaque')
+  // Found in review: the authority's extra segments were ignored, and the listed host tunnelled.
+  for (const authority of [`localhost:${other.port}:1`, `localhost:${other.port}:${other.port}`]) {
+    const socket = connect(bench.port, '127.0.0.1')
+    socket.on('error', () => {})
+    socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`)
+    const [first] = (await once(socket, 'data')) as [Buffer]
+    socket.destroy()
+    t.match(first.toString('latin1'), /^HTTP\/1\.1 403[\s\S]*tunnel_refused/, `CONNECT ${authority}: refused`)
+  }
 })
