@@ -285,7 +285,7 @@ export const ERRORS = {
     'answer_withheld',
     502,
     "the upstream's answer was withheld",
-    "gate-proxy: the write was sent, but the upstream's answer carried back the credential writegate injected (`reason: credential_echoed`), or came compressed though asked for uncompressed, so it could not be searched for it (`reason: compressed`). The agent never holds that credential, so the answer is not relayed; once its headers were relayed, the connection is cut instead.",
+    "gate-proxy: the write was sent, but the upstream's answer carried back the credential writegate injected (`reason: credential_echoed`), or came compressed though asked for uncompressed, so it could not be searched for it (`reason: answer_compressed`). The agent never holds that credential, so the answer is not relayed; once its headers were relayed, the connection is cut instead.",
   ),
   upstreamTimeout: def(
     'upstream_timeout',

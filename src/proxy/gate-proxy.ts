@@ -782,7 +782,9 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
 
   /** Joins the agent's socket to `host:port`, bytes both ways, `head` (what the agent sent already) first. */
   function splice(socket: Socket, head: Buffer, host: string, port: number, established?: string): void {
+    let connected = false
     const upstream = connect(port, host, () => {
+      connected = true
       if (established) socket.write(established)
       if (head.length > 0) upstream.write(head)
       upstream.pipe(socket)
@@ -793,7 +795,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       upstream.destroy()
       socket.destroy()
     }
-    upstream.on('error', kill)
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      if (connected || socket.destroyed) return kill()
+      // Never reached: counted, and a CONNECT is told so (found in review: it got no answer).
+      // On the TLS port the client has sent its ClientHello and waits for TLS: it is closed.
+      deps.metrics.tlsRefused('passthrough_unreachable')
+      logger.debug({ host, port, code: err.code }, 'pass-through host unreachable')
+      if (!established) return kill()
+      upstream.destroy()
+      refuseTunnel(socket, ERRORS.upstreamError, 'the pass-through host could not be reached')
+    })
     socket.on('error', kill)
     socket.once('close', () => upstream.destroy())
   }

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -691,6 +692,30 @@ t.test('transparent pass-through, hostile: a host that refuses, a client that re
       s.write(hello)
       s.resetAndDestroy()
     })
+  t.match(
+    await bench.cp.metrics.registry.metrics(),
+    /writegate_tls_refused_total\{[^}]*reason="passthrough_unreachable"[^}]*\} [1-9]/,
+    'a dial that failed is counted',
+  )
+  // A CONNECT to a listed host that cannot be reached is answered (found in review: it got no
+  // answer, uncounted).
+  const forward = await startBillingProxy(t, { proxy: { passthrough: [`localhost:${closedPort}`] } })
+  const viaConnect = connect(forward.port, '127.0.0.1')
+  viaConnect.on('error', () => {})
+  viaConnect.write(`CONNECT localhost:${closedPort} HTTP/1.1\r\nHost: localhost:${closedPort}\r\n\r\n`)
+  // A hang is what this catches: bounded, so the test fails instead of timing out.
+  const answer = await Promise.race([
+    once(viaConnect, 'data').then(([d]) => (d as Buffer).toString('latin1')),
+    once(viaConnect, 'close').then(() => 'closed, unanswered'),
+    new Promise<string>((r) => setTimeout(() => r('no answer'), 15_000).unref()),
+  ])
+  viaConnect.destroy()
+  t.match(answer, /^HTTP\/1\.1 502[\s\S]*"code":"upstream_error"/, 'CONNECT: 502')
+  t.match(
+    await forward.cp.metrics.registry.metrics(),
+    /writegate_tls_refused_total\{[^}]*reason="passthrough_unreachable"[^}]*\} 1\b/,
+    'and counted',
+  )
   const health = await fetch(`http://127.0.0.1:${bench.port}/healthz`)
   t.equal(health.status, 200, 'the proxy still serves')
   t.same(unhandled.splice(0), [], 'nothing unhandled')
