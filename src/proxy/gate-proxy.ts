@@ -8,6 +8,7 @@ import {
 } from 'node:http'
 import { connect, type Server as NetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
+import type { TLSSocket } from 'node:tls'
 import type { Duplex } from 'node:stream'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
@@ -751,9 +752,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
         if (socket.destroyed) return
         if (systems && interception && interceptable(systems, portNumber)) {
           if (
-            await interception.intercept(socket, head, host, portNumber, (tls) =>
-              server.emit('connection', tls),
-            )
+            await interception.intercept(socket, head, host, portNumber, handOver)
           )
             return
           // outside_ca (counted there): an enrolled host is never tunnelled ungated instead.
@@ -823,6 +822,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
   server.on('connect', onConnect)
 
   let tlsServer: NetServer | undefined
+  let closing = false
+  /**
+   * A TLS connection whose handshake just completed, served as any other connection; not once
+   * the proxy is closing (found in review: one still handshaking when close() resolved was then
+   * served, its write decided and forwarded).
+   */
+  const handOver = (tls: TLSSocket) => {
+    if (closing) tls.destroy()
+    else server.emit('connection', tls)
+  }
   const api: GateProxy = {
     server,
     async listen(port, host) {
@@ -848,8 +857,9 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
           if (!systems) return 'unavailable'
           return noSystemAt(systems, passthroughPort) ? 'tunnel' : 'refuse'
         },
-        (tls) => server.emit('connection', tls),
+        handOver,
         (socket, hello, h) => {
+          if (closing) return socket.destroy()
           tunnels.add(socket)
           socket.once('close', () => tunnels.delete(socket))
           deps.metrics.tlsPassedThrough()
@@ -884,6 +894,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       return credentialsUnavailable.length > 0 ? { ready: true, credentialsUnavailable } : { ready: true }
     },
     async close() {
+      closing = true
       // Idle keep-alive connections go at once; a request still in flight (a slow upstream, a
       // long upload) gets a short grace, then its connection is cut so shutdown cannot hang.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
