@@ -8,8 +8,8 @@ import {
 } from 'node:http'
 import { connect, type Server as NetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
-import type { TLSSocket } from 'node:tls'
 import type { Duplex } from 'node:stream'
+import type { TLSSocket } from 'node:tls'
 import { createProxyServer, type ProxyServer } from 'http-proxy-3'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
@@ -751,10 +751,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       .then(async (systems) => {
         if (socket.destroyed) return
         if (systems && interception && interceptable(systems, portNumber)) {
-          if (
-            await interception.intercept(socket, head, host, portNumber, handOver)
-          )
-            return
+          if (await interception.intercept(socket, head, host, portNumber, handOver)) return
           // outside_ca (counted there): an enrolled host is never tunnelled ungated instead.
           return refuseTunnel(
             socket,
