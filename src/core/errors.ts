@@ -267,7 +267,7 @@ export const ERRORS = {
     'upstream_error',
     502,
     'upstream error',
-    'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened.',
+    'The write was authorised and sent, but the upstream answered 5xx, timed out, refused the connection or sent too much; the receipt records what happened. gate-proxy answers a CONNECT to a pass-through host that cannot be reached so too (no write, no receipt).',
   ),
   upstreamCertificateInvalid: def(
     'upstream_certificate_invalid',
