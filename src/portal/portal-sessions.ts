@@ -104,13 +104,12 @@ export function createPortalSessions(deps: {
     try {
       return await step()
     } catch (err) {
-      if (err instanceof WriteGateError) {
+      // A locked address or tenant is not on record at every further attempt: the attempts that
+      // locked it are, and a flood past the lock (with a revoked key, say) would otherwise write
+      // receipts without end into the tenant's log (found in review).
+      if (err instanceof WriteGateError && err.def !== ERRORS.signInLocked) {
         const failure =
-          err.def === ERRORS.signInLocked
-            ? 'locked'
-            : err.def === ERRORS.insufficientScope
-              ? 'agent_key'
-              : String(err.detail?.reason ?? err.def.code)
+          err.def === ERRORS.insufficientScope ? 'agent_key' : String(err.detail?.reason ?? err.def.code)
         await onRecord('PORTAL_SIGN_IN_FAILED', caller, { failure, code: err.def.code, clientIp })
       }
       throw err

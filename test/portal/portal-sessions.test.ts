@@ -213,6 +213,12 @@ t.test('portal sessions', async (t) => {
     t.equal(locked.statusCode, 429)
     t.match(locked.body, /sign_in_locked/)
     t.ok(Number(locked.headers['retry-after']) > 0)
+    // Found in review: every attempt past the lock was a receipt too, without end.
+    for (let i = 0; i < 30; i++) await signIn(cp, other.apiKey, '999999', '10.9.9.9')
+    const failures = (
+      await api.get('/v1/receipts?limit=1000', { bearer: other.apiKey })
+    ).body.receipts.filter((r: { kind: string }) => r.kind === 'PORTAL_SIGN_IN_FAILED')
+    t.equal(failures.length, 10, 'the attempts that locked it are on record, not those refused by the lock')
     const elsewhere = await signIn(cp, other.apiKey, c, '10.9.9.10')
     t.equal(elsewhere.statusCode, 303, 'another address is not locked out by it')
   })
