@@ -126,6 +126,13 @@ export function createIssuanceService(deps: IssuanceDeps): IssuanceService {
       if (withdrawn) fail(ERRORS.invalidInvite, { reason: withdrawn })
       return { kind: 'existing', tenantId: invite.tenantId, maxScope: 'admin' }
     }
+    // Without a credential or an invite, a principal_id can only name a principal of a tenant
+    // the caller must prove: one answer whatever the email (found in review: a made-up one got
+    // 409 for an email that owns a tenant, 404 for one that does not, and left nothing behind).
+    if (input.principalId !== undefined && !input.bearer && deps.sameEmail !== 'open')
+      fail(ERRORS.proofRequired, undefined, {
+        message: 'a principal_id needs proof of its tenant: send an API key or a sponsor token',
+      })
     const owned = await sor.stores.tenants.tenantOfEmail(email)
     // A credential sent with an email that owns no tenant is a mistake (a typo, usually, when
     // minting an agent key for one's own tenant), never a request for a new tenant: it would

@@ -74,6 +74,24 @@ for (const kind of API_BACKENDS) {
         { bearer: 'svc_notarealkeyatallnotarealkeyatall00' },
       )
       t.equal(garbage.status, 409)
+      // Found in review: with a made-up principal_id and no credential, an email that owns a
+      // tenant got 409 and one that owns none 404, without creating anything: an oracle.
+      const free = `free-${Date.now()}@example.com`
+      const probes = await Promise.all(
+        [first.email, free].map((email) => api.post('/v1/keys', { email, principal_id: 'prn_nope' })),
+      )
+      t.same(
+        probes.map((p) => [p.status, p.body]),
+        [0, 1].map(() => [
+          409,
+          {
+            error: 'a principal_id needs proof of its tenant: send an API key or a sponsor token',
+            code: 'proof_required',
+          },
+        ]),
+        'one answer, whichever email owns a tenant',
+      )
+      t.equal((await api.post('/v1/keys', { email: free })).status, 201, 'and nothing was taken')
     })
 
     t.test('a credential with an email that owns no tenant is refused, and nothing is created', async (t) => {
