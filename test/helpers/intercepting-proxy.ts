@@ -15,11 +15,16 @@ import { startHttpsUpstream } from './https-upstream.js'
  */
 export async function startInterceptingProxy(
   t: Test,
-  opts: { proxy?: Record<string, unknown> & { tls?: Record<string, unknown> }; logger?: Logger } = {},
+  opts: {
+    proxy?: Record<string, unknown> & { tls?: Record<string, unknown> }
+    logger?: Logger
+    /** The hosts the interception CA may vouch for (`localhost` unless told). */
+    caHosts?: string[]
+  } = {},
 ) {
   const upstream = await startHttpsUpstream(t)
   const dir = mkdtempSync(join(tmpdir(), 'wg-intercepting-'))
-  const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  const ca = await createInterceptionCa({ hosts: opts.caHosts ?? ['localhost'], days: 1 })
   writeFileSync(join(dir, 'ca.crt'), ca.certPem)
   writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
   const { tls, ...proxy } = opts.proxy ?? {}

@@ -1,13 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { createServer, connect as netConnect, type Socket } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
 import t from 'tap'
-import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
-import { startHttpsUpstream } from '../helpers/https-upstream.js'
+import { startInterceptingProxy } from '../helpers/intercepting-proxy.js'
 import { agentRequest } from '../helpers/proxy.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -67,28 +63,8 @@ t.test('close() does not wait for in-flight requests or tunnels', { timeout: 30_
 t.test(
   'a TLS connection still handshaking when close() resolves is not served (found in review)',
   async (t) => {
-    const upstream = await startHttpsUpstream(t)
-    const dir = mkdtempSync(join(tmpdir(), 'wg-shutdown-tls-'))
-    const ca = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
-    writeFileSync(join(dir, 'ca.crt'), ca.certPem)
-    writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
-    const { proxy } = await startBillingProxy(t, {
-      systems: () => ({
-        passthrough: [],
-        systems: [
-          {
-            systemId: 'sys_billing',
-            kind: 'http' as const,
-            upstream: upstream.origin,
-            caBundle: upstream.caPem,
-            reads: 'pass' as const,
-            routes: [{ method: 'POST' as const, path: '/v1/verify', verb: 'verify' }],
-            tools: [],
-          },
-        ],
-      }),
-      proxy: { tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key'), port: 0 } },
-    })
+    const { upstream, ca, bench } = await startInterceptingProxy(t)
+    const proxy = bench.proxy
     // A relay that holds the proxy's answer to the ClientHello until told: the handshake is under
     // way, not done, when the proxy closes.
     let release: () => void = () => {}
@@ -115,7 +91,7 @@ t.test(
     const port = (relay.address() as { port: number }).port
     const outcome = new Promise<string>((resolve) => {
       const s = tlsConnect({ host: '127.0.0.1', port, servername: 'localhost', ca: ca.certPem }, () => {
-        s.write(`POST /v1/verify HTTP/1.1\r\nHost: localhost:${upstream.port}\r\ncontent-length: 2\r\n\r\n{}`)
+        s.write(`POST /v1/checks HTTP/1.1\r\nHost: localhost:${upstream.port}\r\ncontent-length: 2\r\n\r\n{}`)
       })
       let got = ''
       s.on('data', (d) => (got += d))

@@ -9,6 +9,7 @@ import { createInterceptionCa } from '../../src/tls/interception-ca.js'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { tlsClientHello, watchUnhandled } from '../helpers/hostile-client.js'
 import { startHttpsUpstream } from '../helpers/https-upstream.js'
+import { startInterceptingProxy } from '../helpers/intercepting-proxy.js'
 import { waitFor } from '../helpers/wait.js'
 
 /** Whether the socket is closed (by the proxy) within `ms`; false if it is still open then. */
@@ -511,65 +512,51 @@ except urllib.error.HTTPError as e:
         `plain HTTP inside the tunnel fails the handshake and is closed (${JSON.stringify(garbageSeen.slice(0, 40))})`,
       )
 
-      // TLS 1.2 renegotiation, asked for by the client: refused, and the proxy goes on.
-      const renegotiation = await run(
-        process.execPath,
-        [
-          '-e',
-          `
+      // TLS 1.2 renegotiation, asked for by the client: refused, and the proxy goes on. Through
+      // a CONNECT, and on the TLS port (found in review: its server took OpenSSL's defaults, and
+      // the minted context's refusal did not carry over to a connection it was switched to).
+      const renegotiates = (open: string, proxyPort: number) =>
+        run(
+          process.execPath,
+          [
+            '-e',
+            `
       const http = require('node:http'), tls = require('node:tls')
       const [proxyPort, port] = process.argv.slice(1)
-      http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port }).on('connect', (res, socket) => {
-        const s = tls.connect({ socket, servername: 'localhost', maxVersion: 'TLSv1.2' }, () => {
-          s.renegotiate({}, () => {
-            s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n\\r\\n{}')
-          })
-        })
+      const withTls = (s) => {
         let answered = false
         s.on('data', () => { answered = true })
         s.on('error', () => { console.log(answered ? 'answered' : 'refused'); process.exit(0) })
         s.on('close', () => { console.log(answered ? 'answered' : 'closed'); process.exit(0) })
         setTimeout(() => { console.log(answered ? 'answered' : 'open'); process.exit(0) }, 15000)
-      }).end()`,
-          String(bench.port),
-          String(upstream.port),
-        ],
-        { NODE_EXTRA_CA_CERTS: caFile },
+      }
+      const renegotiate = function () {
+        this.renegotiate({}, () => {
+          this.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n\\r\\n{}')
+        })
+      }
+      ${open}`,
+            String(proxyPort),
+            String(upstream.port),
+          ],
+          { NODE_EXTRA_CA_CERTS: caFile },
+        )
+      const viaConnect = await renegotiates(
+        `http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port })
+        .on('connect', (res, socket) => withTls(tls.connect({ socket, servername: 'localhost', maxVersion: 'TLSv1.2' }, renegotiate)))
+        .end()`,
+        bench.port,
       )
       t.match(
-        renegotiation.stdout.trim(),
+        viaConnect.stdout.trim(),
         /^(closed|refused)$/,
         'a connection that renegotiates is cut, unanswered',
       )
-      // The same on the TLS port (found in review: its server took OpenSSL's defaults, and the
-      // minted context's refusal did not carry over to a connection it was switched to).
-      const portRenegotiation = await run(
-        process.execPath,
-        [
-          '-e',
-          `
-      const tls = require('node:tls')
-      const [tlsPort, port] = process.argv.slice(1)
-      const s = tls.connect({ host: '127.0.0.1', port: tlsPort, servername: 'localhost', maxVersion: 'TLSv1.2' }, () => {
-        s.renegotiate({}, () => {
-          s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n\\r\\n{}')
-        })
-      })
-      let answered = false
-      s.on('data', () => { answered = true })
-      s.on('error', () => { console.log(answered ? 'answered' : 'refused'); process.exit(0) })
-      s.on('close', () => { console.log(answered ? 'answered' : 'closed'); process.exit(0) })
-      setTimeout(() => { console.log(answered ? 'answered' : 'open'); process.exit(0) }, 15000)`,
-          String(strict.proxy.tlsPort),
-          String(upstream.port),
-        ],
-        { NODE_EXTRA_CA_CERTS: caFile },
+      const onTlsPort = await renegotiates(
+        `withTls(tls.connect({ host: '127.0.0.1', port: proxyPort, servername: 'localhost', maxVersion: 'TLSv1.2' }, renegotiate))`,
+        strict.proxy.tlsPort as number,
       )
-      t.match(
-        portRenegotiation.stdout.trim(),
-        /^(closed|refused)$/,
-        'on the TLS port too, a connection that renegotiates is cut, unanswered',
-      )
+      t.match(onTlsPort.stdout.trim(), /^(closed|refused)$/, 'on the TLS port too, cut, unanswered')
 
       const unenrolled = await run('curl', [
         '-s',
@@ -722,29 +709,8 @@ t.test('transparent pass-through, hostile: a host that refuses, a client that re
 })
 
 t.test('a handshake the TLS port refuses is counted once, under its reason (found in review)', async (t) => {
-  const upstream = await startHttpsUpstream(t)
-  const dir = mkdtempSync(join(tmpdir(), 'wg-tls-once-'))
   // The CA may vouch for example.com only: the enrolled localhost is outside it.
-  const ca = await createInterceptionCa({ hosts: ['example.com'], days: 1 })
-  writeFileSync(join(dir, 'ca.crt'), ca.certPem)
-  writeFileSync(join(dir, 'ca.key'), ca.keyPem, { mode: 0o600 })
-  const bench = await startBillingProxy(t, {
-    systems: () => ({
-      passthrough: [],
-      systems: [
-        {
-          systemId: 'sys_billing',
-          kind: 'http' as const,
-          upstream: upstream.origin,
-          caBundle: upstream.caPem,
-          reads: 'pass' as const,
-          routes: [{ method: 'POST' as const, path: '/v1/checks', verb: 'verify' }],
-          tools: [],
-        },
-      ],
-    }),
-    proxy: { tls: { caCertFile: join(dir, 'ca.crt'), caKeyFile: join(dir, 'ca.key'), port: 0 } },
-  })
+  const { upstream, bench, tlsPort } = await startInterceptingProxy(t, { caHosts: ['example.com'] })
   const refused = await run(process.execPath, [
     '-e',
     `
@@ -753,7 +719,7 @@ t.test('a handshake the TLS port refuses is counted once, under its reason (foun
       s.on('secureConnect', () => { console.log('connected'); process.exit(0) })
       s.on('error', () => { console.log('refused'); process.exit(0) })
       s.on('close', () => { console.log('closed'); process.exit(0) })`,
-    String(bench.proxy.tlsPort),
+    String(tlsPort),
   ])
   t.match(refused.stdout.trim(), /^(refused|closed)$/, 'no certificate outside the CA')
   const metrics = await bench.cp.metrics.registry.metrics()
