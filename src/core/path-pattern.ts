@@ -18,6 +18,36 @@ function escapeRegex(s: string): string {
   return s.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')
 }
 
+/**
+ * `path` without its trailing dots and encoded spaces, which IIS drops. A loop from the end, not
+ * `/(?:\.|%20)+$/`: that expression retries from every dot of a long run and is quadratic.
+ */
+function withoutTrailingDots(path: string): string {
+  let end = path.length
+  for (;;) {
+    if (path[end - 1] === '.') end -= 1
+    else if (end >= 3 && path[end - 3] === '%' && path[end - 2] === '2' && path[end - 1] === '0') end -= 3
+    else return path.slice(0, end)
+  }
+}
+
+/** `path` without one format suffix (`.json`), which Rails routes to the path without it. */
+function withoutFormatSuffix(path: string): string {
+  let start = path.length
+  while (start > 0 && /[A-Za-z0-9]/.test(path[start - 1] as string)) start -= 1
+  return start < path.length && path[start - 1] === '.' ? path.slice(0, start - 1) : path
+}
+
+/** `path` cut before its slash number `n + 1` (its first `n` segments), or whole. */
+function firstSegments(path: string, n: number): string {
+  let at = 0
+  for (let i = 0; i < n; i++) {
+    at = path.indexOf('/', at + 1)
+    if (at < 0) return path
+  }
+  return path.slice(0, at)
+}
+
 export function compilePathPattern(source: string): PathPattern {
   const names: string[] = []
   let re = '^'
@@ -25,23 +55,47 @@ export function compilePathPattern(source: string): PathPattern {
   let body = wildcard ? source.slice(0, -1) : source
   // `/a/` and `/a`, `/a/*` and `/a*` are one route each.
   if (body.endsWith('/')) body = body.slice(0, -1)
-  for (const part of body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)) {
+  const parts = body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)
+  // `/v1/x.` is `/v1/x` with a trailing dot, which the path may or may not keep (below).
+  const last = parts.length - 1
+  parts[last] = withoutTrailingDots(parts[last] as string)
+  for (const part of parts) {
     const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(part)
     if (m) {
       names.push(m[1] as string)
       re += '([^/]+)'
     } else re += escapeRegex(part)
   }
-  // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`. A route is also its
-  // path with a format suffix (Rails routes `/v1/refunds.json` to `/v1/refunds`) and with
-  // trailing dots or spaces (IIS drops them): otherwise such a path would escape the route to a
-  // broader one, or to none.
-  re += `(?:\\.[A-Za-z0-9]+)?(?:\\.|%20)*${wildcard ? '(?:/.*)?$' : '/?$'}`
-  const regex = new RegExp(re, 'i')
+  const regex = new RegExp(`${re}$`, 'i')
+  // Placeholders never span a `/`, so the route's segments end at a fixed count of them.
+  const slashes = body.split('/').length - 1
+
+  const exec = (path: string): RegExpExecArray | null => {
+    let p = path
+    // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`.
+    if (wildcard) p = firstSegments(p, slashes)
+    else if (p.endsWith('/')) p = p.slice(0, -1)
+    // A route is also its path with a format suffix (Rails routes `/v1/refunds.json` to
+    // `/v1/refunds`) and with trailing dots or spaces (IIS drops them): otherwise such a path
+    // would escape the route to a broader one, or to none. Tried as at most three exact matches,
+    // not one expression with optional tails: after a trailing `{placeholder}` the two can
+    // divide the same dots in every way, and an agent's long path of them backtracked for
+    // seconds (found in review).
+    const m = regex.exec(p)
+    if (m) return m
+    const undotted = withoutTrailingDots(p)
+    if (undotted !== p) {
+      const u = regex.exec(undotted)
+      if (u) return u
+    }
+    const bare = withoutFormatSuffix(undotted)
+    return bare !== undotted ? regex.exec(bare) : null
+  }
+
   return {
     source,
     match(path) {
-      const m = regex.exec(path)
+      const m = exec(path)
       if (!m) return null
       const params: Record<string, string> = {}
       names.forEach((n, i) => {
