@@ -360,6 +360,12 @@ export const ERRORS = {
     'request matches no route',
     'No route of the enrolled system maps this method and path to a verb, so it cannot be gated.',
   ),
+  callsEndpoint: def(
+    'calls_endpoint',
+    400,
+    'request goes to an MCP or GraphQL endpoint',
+    "The request goes to the system's MCP or GraphQL endpoint, whose writes are the calls in its body: gate-proxy decides each call under its own verb, and /v1/check does not lease such a request.",
+  ),
   verbMismatch: def(
     'verb_mismatch',
     400,
@@ -470,7 +476,7 @@ export const ERRORS = {
     'method_override',
     400,
     'a _method query parameter (method override) is not allowed',
-    'gate-proxy refuses a _method query parameter: the upstream could act on another method than the one gated.',
+    'gate-proxy, /v1/check and /v1/execute refuse a _method query parameter: the upstream could act on another method than the one gated.',
   ),
 } as const satisfies Record<string, ErrorDef>
 

@@ -9,7 +9,7 @@ import { requestBinding } from '../core/lease-binding.js'
 import { sha256Hex } from '../core/secret-hash.js'
 import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
 import { EXECUTE_BODY_MAX_BYTES, UPSTREAM_METHODS } from '../execute/execute-service.js'
-import { checkUpstreamPath } from '../execute/upstream-url.js'
+import { checkUpstreamPath, failUnsafePath } from '../execute/upstream-url.js'
 import type { AllowExtras, GatedWrites } from '../gate/gated-write.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
@@ -82,7 +82,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
           )
         // No lease for a path /v1/execute would refuse to send (docs/execute.md "SSRF rules").
         const verdict = checkUpstreamPath(request.path)
-        if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
+        if (!verdict.ok) failUnsafePath(verdict.problem)
         // Nor for a method it would never send: the binding is byte-exact, so `post` could never match.
         if (!(UPSTREAM_METHODS as readonly string[]).includes(request.method)) {
           fail(
@@ -110,6 +110,14 @@ export function createCheckService(deps: CheckDeps): CheckService {
           fail(ERRORS.unmappedRequest, {
             systemId: request.systemId,
             method: request.method,
+            path: request.path,
+          })
+        // Its writes are the calls in its body, each gated by its own verb on gate-proxy; a route
+        // that also matches the path would lease them all under one (found in review).
+        if ('calls' in route)
+          fail(ERRORS.callsEndpoint, {
+            systemId: request.systemId,
+            protocol: route.calls,
             path: request.path,
           })
         bindings.push({ ...route, source: `route of ${request.systemId}` })

@@ -18,7 +18,7 @@ import type { Lease, Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { CredentialResolver, Injection } from '../systems/credential-resolver.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 import { isTimeout, type UpstreamClient, type UpstreamOutcome, withholds } from './upstream-client.js'
-import { checkUpstreamPath, EXECUTE_PATH_PREFIX } from './upstream-url.js'
+import { checkUpstreamPath, EXECUTE_PATH_PREFIX, failUnsafePath } from './upstream-url.js'
 
 /** The most an execute's `body` may weigh, measured as its JCS bytes (what is bound and sent). */
 export const EXECUTE_BODY_MAX_BYTES = 1024 * 1024
@@ -135,7 +135,7 @@ export function createExecuteService(deps: {
       )
     // '/': a path sent over HTTP was just checked for /v1/; a replay is on the system's own path.
     const verdict = checkUpstreamPath(input.path, '/')
-    if (!verdict.ok) fail(ERRORS.unsafePath, { problem: verdict.problem })
+    if (!verdict.ok) failUnsafePath(verdict.problem)
     if ((input.leaseId === undefined) === (input.token === undefined))
       fail(
         ERRORS.invalidRequest,

@@ -8,6 +8,8 @@
  * is exactly the path the upstream routes.
  */
 
+import { ERRORS, fail } from '../core/errors.js'
+import { carriesMethodOverride } from '../systems/method-override-query.js'
 import { unsafePathProblem } from '../systems/safe-path.js'
 
 export const EXECUTE_PATH_PREFIX = '/v1/'
@@ -20,6 +22,8 @@ const QUERY_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*$/
 const UNSAFE_ENCODED = new Set(['2e', '2f', '5c', '25', '7f'])
 
 export const MAX_PATH_LENGTH = 4096
+
+export const METHOD_OVERRIDE_PROBLEM = 'a _method query parameter (a method override)'
 
 export type PathVerdict = { ok: true } | { ok: false; problem: string }
 
@@ -65,11 +69,19 @@ export function checkUpstreamPath(path: string, prefix: string = EXECUTE_PATH_PR
   // through under another.
   const proxyProblem = unsafePathProblem(path)
   if (proxyProblem) return bad(proxyProblem)
+  // Nor a method other than the one the lease or approval names (found in review).
+  if (carriesMethodOverride(path)) return bad(METHOD_OVERRIDE_PROBLEM)
   // Last guard: a URL parser must read back the very same path on some origin.
   const url = new URL(`http://upstream.invalid${path}`)
   if (url.host !== 'upstream.invalid' || `${url.pathname}${url.search}` !== path)
     return bad('it does not survive URL parsing unchanged')
   return { ok: true }
+}
+
+/** The API's answer to a refused path: a method override is its own error, as on gate-proxy. */
+export function failUnsafePath(problem: string): never {
+  if (problem === METHOD_OVERRIDE_PROBLEM) fail(ERRORS.methodOverride)
+  fail(ERRORS.unsafePath, { problem })
 }
 
 export type FilledPath = { ok: true; path: string; used: Set<string> } | { ok: false; problem: string }

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import { ERRORS, type ErrorDef } from '../core/errors.js'
+import { carriesMethodOverride } from '../systems/method-override-query.js'
 import { unsafePathProblem } from '../systems/safe-path.js'
-import { carriesMethodOverride } from './method-override.js'
 import { sameAuthority } from './same-authority.js'
 
 export type TargetMode = 'reverse' | 'forward' | 'transparent'

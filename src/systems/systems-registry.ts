@@ -1,4 +1,5 @@
 import type { ErrorObject, ValidateFunction } from 'ajv'
+import { callProtocolOf } from '../core/call-protocol.js'
 import type { SystemRecord, SystemTool } from '../core/enrolled-system.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { RouteMatch } from '../core/route-matcher.js'
@@ -24,12 +25,19 @@ export interface ToolRef {
  * snapshot (the same systems its proxies serve), for execute, checks and actions. Without a
  * snapshot nothing can be looked up: 503 gate_unavailable, never a guess.
  */
+/** A request's route, or the calls of a body-aware endpoint (see SystemsRegistry.route). */
+export type RequestMapping = RouteMatch | { calls: 'mcp' | 'graphql' }
+
 export interface SystemsRegistry {
   system(tenantId: string, systemId: string): Promise<SystemRecord | null>
   tool(tenantId: string, name: string): Promise<ToolRef | null>
   toolOf(tenantId: string, systemId: string, name: string): Promise<ToolRef | null>
-  /** The verb (and target) the system's route table maps a request to, or null when no route does. */
-  route(tenantId: string, systemId: string, method: string, path: string): Promise<RouteMatch | null>
+  /**
+   * How the system maps a request, as gate-proxy would: the verb (and target) of its route; the
+   * protocol of the calls in its body when it goes to an MCP or GraphQL endpoint (each call is
+   * decided on its own, whatever route also matches the path); null when nothing maps it.
+   */
+  route(tenantId: string, systemId: string, method: string, path: string): Promise<RequestMapping | null>
 }
 
 function issuesOf(errors: ErrorObject[] | null | undefined): ParamIssue[] {
@@ -102,7 +110,11 @@ export function createSystemsRegistry(deps: { snapshots: SnapshotCache }): Syste
       return s && tool ? refOf(s.record, tool) : null
     },
     async route(tenantId, systemId, method, path) {
-      return (await snapshot(tenantId)).system(systemId)?.routes.match(method, path) ?? null
+      const compiled = (await snapshot(tenantId)).system(systemId)
+      if (!compiled) return null
+      const calls = callProtocolOf(compiled, method, path)
+      if (calls) return { calls }
+      return compiled.routes.match(method, path)
     },
   }
 }

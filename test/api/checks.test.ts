@@ -755,6 +755,92 @@ t.test('checks with a request get a lease; STEP_UP with a tool stages an action'
   )
 })
 
+t.test(
+  'checks lease no call to an MCP or GraphQL endpoint and no _method override, as on gate-proxy (found in review)',
+  async (t) => {
+    const { api, tenant } = await startWithTenantSystems(t, 'pglite-memory', (tenantId) => ({
+      passthrough: [],
+      systems: [
+        {
+          systemId: 'sys_mcp',
+          kind: 'mcp',
+          tenantId,
+          upstream: 'http://127.0.0.1:9',
+          reads: 'pass',
+          // A catch-all route that also matches the endpoint: the proxy decides the endpoint's
+          // calls by their tools' verbs first, whatever it says.
+          routes: [{ method: 'POST', path: '/v1/*', verb: 'verify' }],
+          tools: [],
+          mcp: {
+            endpoint: '/v1/mcp',
+            tools: [{ name: 'delete_repo', verb: 'refund' }],
+            filterToolsList: false,
+          },
+        },
+        {
+          systemId: 'sys_gql',
+          kind: 'graphql',
+          tenantId,
+          upstream: 'http://127.0.0.1:9',
+          reads: 'pass',
+          routes: [{ method: 'POST', path: '/v1/*', verb: 'verify' }],
+          tools: [],
+          graphql: { endpoint: '/v1/graphql', mutations: [{ field: 'deleteRepo', verb: 'refund' }] },
+        },
+      ],
+    }))
+    await api.put('/v1/policy', { verify: 'allow', refund: 'step_up' }, { bearer: tenant.apiKey })
+    const call = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'delete_repo', arguments: { repo: 'acme/prod' } },
+    }
+    for (const [systemId, path, body] of [
+      ['sys_mcp', '/v1/mcp', call],
+      ['sys_mcp', '/v1/MCP/', call],
+      ['sys_gql', '/v1/graphql', { query: 'mutation { deleteRepo(id: "acme/prod") { id } }' }],
+    ] as const) {
+      const res = await api.post(
+        '/v1/check',
+        { verb: 'verify', request: { systemId, method: 'POST', path, body } },
+        { bearer: tenant.apiKey },
+      )
+      t.same(
+        [res.status, res.body.code, res.body.leaseId],
+        [400, 'calls_endpoint', undefined],
+        `${systemId} ${path}: no lease for the endpoint's calls`,
+      )
+    }
+    // Beside the endpoint, the route still maps the request.
+    const beside = await api.post(
+      '/v1/check',
+      { verb: 'verify', request: { systemId: 'sys_mcp', method: 'POST', path: '/v1/notes', body: {} } },
+      { bearer: tenant.apiKey },
+    )
+    t.match(beside.body, { decision: 'ALLOW', leaseId: /^lse_/ })
+
+    for (const path of [
+      '/v1/repos/prod?_method=DELETE',
+      '/v1/repos/prod?.method=DELETE',
+      '/v1/x?a=1&%5FMETHOD=put',
+    ]) {
+      const checked = await api.post(
+        '/v1/check',
+        { verb: 'verify', request: { systemId: 'sys_mcp', method: 'POST', path } },
+        { bearer: tenant.apiKey },
+      )
+      t.same([checked.status, checked.body.code], [400, 'method_override'], `check ${path}`)
+      const executed = await api.post(
+        '/v1/execute',
+        { systemId: 'sys_mcp', method: 'POST', path, token: 'wgt_x' },
+        { bearer: tenant.apiKey },
+      )
+      t.same([executed.status, executed.body.code], [400, 'method_override'], `execute ${path}`)
+    }
+  },
+)
+
 t.test('sandbox: keyless 90-second demo grants, demo_write on demo- only, limited per IP', async (t) => {
   const { api } = await startControlPlane(t, 'fake', {
     settings: { sandbox: { perIpPerMinute: 3 } },

@@ -1,5 +1,9 @@
 import t from 'tap'
-import { checkUpstreamPath, fillPathTemplate } from '../../src/execute/upstream-url.js'
+import {
+  checkUpstreamPath,
+  fillPathTemplate,
+  METHOD_OVERRIDE_PROBLEM,
+} from '../../src/execute/upstream-url.js'
 
 t.test('paths that route exactly as written are accepted', async (t) => {
   for (const path of [
@@ -59,6 +63,25 @@ t.test('a replayed proxy write keeps its own path: the same rules without the /v
   t.equal(checkUpstreamPath('/repos/../admin', '/').ok, false)
   t.equal(checkUpstreamPath('//evil.example/x', '/').ok, false)
 })
+
+t.test(
+  'a _method query parameter is refused on every path: tools, replays and execute alike (found in review)',
+  async (t) => {
+    for (const path of [
+      '/v1/repos/x?_method=DELETE',
+      '/v1/repos/x?a=1&.method=put',
+      '/v1/repos/x?%5Fmethod=patch',
+    ]) {
+      t.same(checkUpstreamPath(path), { ok: false, problem: METHOD_OVERRIDE_PROBLEM }, path)
+      t.same(
+        checkUpstreamPath(path, '/'),
+        { ok: false, problem: METHOD_OVERRIDE_PROBLEM },
+        `${path} (replay)`,
+      )
+    }
+    t.same(checkUpstreamPath('/v1/repos/x?method=DELETE'), { ok: true }, 'another name is data')
+  },
+)
 
 t.test('path templates: each value is one encoded segment', async (t) => {
   t.match(fillPathTemplate('/v1/refunds/{refund}/cancel', { refund: 're_1' }), {
