@@ -6,8 +6,9 @@ import type { DecisionStateSink } from './decision-state.js'
 /**
  * The sink the services call after a commit. If the hot store cannot take the new
  * snapshot, the change is committed but not acknowledged: the caller gets 503
- * publish_pending (decisions meanwhile fail closed at commit, never use the old state),
- * and the reconciler publishes it as soon as it can.
+ * publish_pending (not in effect yet), and the reconciler publishes it as soon as it can.
+ * Meanwhile commits fail closed if the old snapshot could be forgotten; a proxy that reaches a
+ * hot store this process cannot (a partition) decides under the old one until then.
  */
 export function publishingSink(
   inner: DecisionStateSink,

@@ -7,7 +7,10 @@ import type { HotStore } from '../store/ports/hot-store.js'
  */
 export interface SnapshotCache {
   get(tenantId: string): Promise<CompiledSnapshot | null>
-  /** Drops the entry if it is older than `version` (or unconditionally). */
+  /**
+   * Drops the entry unless it is of `version`, the hot store's current one (or unconditionally).
+   * Older or newer: a hot store replaced after a database restore moves back.
+   */
   invalidate(tenantId: string, version?: number): void
   /** Versions currently held, for metrics. */
   entries(): { tenantId: string; version: number; loadedAtMs: number }[]
@@ -30,7 +33,7 @@ export function createSnapshotCache(deps: {
       tenantId,
       deps.hot.subscribe(tenantId, (version) => {
         const c = cache.get(tenantId)
-        if (c && c.snap.version < version) cache.delete(tenantId)
+        if (c && c.snap.version !== version) cache.delete(tenantId)
       }),
     )
   }
@@ -63,7 +66,7 @@ export function createSnapshotCache(deps: {
     },
     invalidate(tenantId, version) {
       const c = cache.get(tenantId)
-      if (c && (version === undefined || c.snap.version < version)) cache.delete(tenantId)
+      if (c && (version === undefined || c.snap.version !== version)) cache.delete(tenantId)
     },
     entries() {
       return [...cache.entries()].map(([tenantId, c]) => ({

@@ -7,7 +7,7 @@ import type { HotStore } from '../store/ports/hot-store.js'
 import type { DecisionStateSink } from './decision-state.js'
 
 export interface SnapshotPublisher extends DecisionStateSink {
-  /** Publishes every tenant whose hot-store version is behind the system of record. */
+  /** Publishes every tenant whose hot-store version is not the system of record's. */
   reconcile(): Promise<{ checked: number; published: number }>
   /** Repairs one tenant the hot store has lost (or never had), then publishes it. */
   repair(tenantId: string): Promise<void>
@@ -41,11 +41,31 @@ export function createSnapshotPublisher(deps: {
   async function publishTenant(tenantId: string): Promise<boolean> {
     const snap = await source.read(tenantId, nowSeconds(clock))
     if (!snap) return false
-    return (await hot.publish(snap)) === 'published'
+    if ((await hot.publish(snap)) === 'published') return true
+    // The hot store holds this version or a newer one: a later change published first, which
+    // carries this one. Unless the newer one is ahead of the database itself, which then was
+    // restored from a backup (or failed over to a replica that lagged) while Redis kept its
+    // data: a version the database never committed, and every change would be refused as
+    // older, the kill switch included, while the API answered 2xx (found in review).
+    const held = await hot.version(tenantId)
+    if (held === null) return (await hot.publish(snap)) === 'published'
+    // Read again after `held`: a version published legitimately is committed before it.
+    const fresh = await source.read(tenantId, nowSeconds(clock))
+    if (!fresh || held <= fresh.version) return false
+    logger.warn(
+      { tenantId, hotVersion: held, version: fresh.version },
+      'the hot store was ahead of the database (restored?): its snapshot is replaced',
+    )
+    // Only over that very version: a change published meanwhile is not overwritten.
+    return (await hot.publish(fresh, held)) === 'published'
   }
 
   const publisher: SnapshotPublisher = {
     async changed(tenantId) {
+      // The hot store lost this tenant (a restart without persistence): its keys and quota
+      // counters come back before the new snapshot lets commits land, as in repair; otherwise
+      // the counters restart at 0 and a key spends its month's quota again (found in review).
+      if ((await hot.version(tenantId)) === null) await prepare(tenantId, true)
       await publishTenant(tenantId)
     },
     async reconcile() {
@@ -57,7 +77,8 @@ export function createSnapshotPublisher(deps: {
       for (const { tenantId, version } of all) {
         try {
           const hotVersion = await hot.version(tenantId)
-          if (hotVersion === null || hotVersion < version) {
+          // Ahead counts too: the database was restored behind it (see publishTenant).
+          if (hotVersion === null || hotVersion !== version) {
             await prepare(tenantId, hotVersion === null)
             if (await publishTenant(tenantId)) published++
           }

@@ -43,6 +43,19 @@ function listeningOn(nodes: () => Pick<Redis, 'call'>[], keyPrefix: string): Lis
 
 /** One suite for every hot store (memory and real Redis). */
 async function suite(t: Test, hot: HotStore, sunk: DurablePayload[], listening?: Listening) {
+  t.test('publish over a named version replaces exactly that one, newer or not', async (t) => {
+    // A hot store ahead of a restored database: its version 9 is replaced by the database's 5.
+    const ten = tenant()
+    t.equal(await hot.publish(snapshot(ten, 5), 9), 'older', 'nothing held: not version 9')
+    t.equal(await hot.publish(snapshot(ten, 9)), 'published')
+    t.equal(await hot.publish(snapshot(ten, 5), 8), 'older', 'another version held: kept')
+    t.equal(await hot.version(ten), 9)
+    t.equal(await hot.publish(snapshot(ten, 5), 9), 'published')
+    t.equal(await hot.version(ten), 5)
+    t.same(await hot.snapshot(ten), snapshot(ten, 5))
+    t.equal(await hot.publish(snapshot(ten, 6)), 'published', 'and it moves on from there')
+  })
+
   t.test('publish is monotonic by version and announces each bump', async (t) => {
     const ten = tenant()
     const heard: number[] = []

@@ -70,6 +70,32 @@ t.test(
   },
 )
 
+t.test(
+  'a hot store moved back (replaced after a database restore) is followed, not failed closed for ever',
+  async (t) => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 21))
+    for (const [name, hot] of [
+      ['invalidations lost', deaf(createMemoryHotStore())],
+      ['invalidations heard', createMemoryHotStore()],
+    ] as const) {
+      const snapshots = createSnapshotCache({ hot, nowMs: () => clock.nowMs() })
+      const gate = createGate({ hot, snapshots, clock, quotaLimit: 100, events: silentGateEvents })
+      await hot.publish(snapshot(91))
+      t.match(await gate.decide(req), { kind: 'decided', outcome: { decision: 'ALLOW', policyVersion: 91 } })
+      // The restored database's kill switch, at a version below the one cached.
+      await hot.publish(snapshot(89, { roster: { all: true, principals: [], keys: [] } }), 91)
+      t.match(
+        await gate.decide(req),
+        {
+          kind: 'decided',
+          outcome: { decision: 'DENY', reason: 'sponsor_revoked_tenant', policyVersion: 89 },
+        },
+        name,
+      )
+    }
+  },
+)
+
 t.test('standing: barred keys, good standing, and fail-closed without a snapshot', async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 10, 21))
   const hot = createMemoryHotStore()

@@ -28,3 +28,73 @@ t.test("reconcile: one tenant's failure does not leave the tenants after it unpu
   await t.rejects(publisher.reconcile(), /CLUSTERDOWN/, 'the pass reports the failure')
   t.equal(await memory.version('ten_fine'), 3, 'the tenant after it was published')
 })
+
+/** A database whose tenant is at `version`, as the publisher reads it. */
+function sourceAt(tenantId: string, at: { version: number }) {
+  return {
+    versions: async () => [{ tenantId, version: at.version }],
+    read: async (id: string) => (id === tenantId ? emptySnapshot(tenantId, at.version, 1) : null),
+  }
+}
+
+t.test(
+  'a hot store ahead of a restored database is replaced, by a change and by the reconciler (found in review)',
+  async (t) => {
+    const hot = createMemoryHotStore()
+    // Redis kept version 91; the database was restored to 88, and its next change is 89.
+    await hot.publish(emptySnapshot('ten_a', 91, 1))
+    const at = { version: 89 }
+    const publisher = createSnapshotPublisher({
+      source: sourceAt('ten_a', at),
+      hot,
+      clock: systemClock,
+      logger: createLogger('silent'),
+    })
+    await publisher.changed('ten_a')
+    t.equal(await hot.version('ten_a'), 89, "the change is published, not refused as older than Redis's 91")
+
+    await hot.publish(emptySnapshot('ten_a', 95, 1), 89)
+    t.same(await publisher.reconcile(), { checked: 1, published: 1 })
+    t.equal(await hot.version('ten_a'), 89, 'the reconciler too puts the database back')
+  },
+)
+
+t.test('a later change published first is kept: the hot store is not ahead of the database', async (t) => {
+  const hot = createMemoryHotStore()
+  // This change read version 3; by the time it publishes, 4 is committed and published.
+  const reads = [3, 4]
+  const publisher = createSnapshotPublisher({
+    source: {
+      versions: async () => [{ tenantId: 'ten_a', version: 4 }],
+      read: async () => emptySnapshot('ten_a', reads.shift() ?? 4, 1),
+    },
+    hot,
+    clock: systemClock,
+    logger: createLogger('silent'),
+  })
+  await hot.publish(emptySnapshot('ten_a', 4, 1))
+  await publisher.changed('ten_a')
+  t.equal(await hot.version('ten_a'), 4, 'not moved back to the 3 this change read')
+  t.same(reads, [], 'the database was read again to tell')
+})
+
+t.test(
+  'a change after the hot store lost the tenant re-seeds its quota counters first (found in review)',
+  async (t) => {
+    const hot = createMemoryHotStore()
+    const prepared: [string, boolean, number | null][] = []
+    const publisher = createSnapshotPublisher({
+      source: sourceAt('ten_a', { version: 7 }),
+      hot,
+      clock: systemClock,
+      logger: createLogger('silent'),
+      beforeRepublish: async (tenantId, wasMissing) => {
+        prepared.push([tenantId, wasMissing, await hot.version(tenantId)])
+      },
+    })
+    await publisher.changed('ten_a')
+    t.same(prepared, [['ten_a', true, null]], 'before the snapshot lets commits land')
+    await publisher.changed('ten_a')
+    t.equal(prepared.length, 1, 'not while the hot store holds the tenant')
+  },
+)

@@ -32,9 +32,10 @@ export function createMemoryHotStore(opts: { receiptSink?: ReceiptSink } = {}): 
       return quota.get(quotaKey(tenantId, keyId, period)) ?? 0
     },
 
-    async publish(snapshot) {
+    async publish(snapshot, over) {
       const current = snapshots.get(snapshot.tenantId)
-      if (current && current.version >= snapshot.version) return 'older'
+      if (over === undefined ? current && current.version >= snapshot.version : current?.version !== over)
+        return 'older'
       snapshots.set(snapshot.tenantId, snapshot)
       prune(snapshot.builtAt)
       for (const l of listeners.get(snapshot.tenantId) ?? []) l(snapshot.version)

@@ -52,8 +52,12 @@ export type InvalidationListener = (version: number) => void
  * invalidation on every version bump. Redis in production; memory for one process.
  */
 export interface HotStore extends QuotaCounter {
-  /** Stores the snapshot unless a newer version is already there; then announces it. */
-  publish(snapshot: TenantSnapshot): Promise<'published' | 'older'>
+  /**
+   * Stores the snapshot unless a newer version is already there; then announces it. With
+   * `over`, stores it exactly when the version held is `over`, newer or not: a hot store ahead
+   * of the database (restored from a backup) is replaced, and a later publish is not.
+   */
+  publish(snapshot: TenantSnapshot, over?: number): Promise<'published' | 'older'>
   snapshot(tenantId: string): Promise<TenantSnapshot | null>
   version(tenantId: string): Promise<number | null>
   /**

@@ -4,13 +4,17 @@
  */
 
 /**
- * KEYS: ver, snap. ARGV: version, snapshot JSON. Monotonic: never moves back. The bump is
- * announced after (SPUBLISH on the tenant's own channel), by the caller.
+ * KEYS: ver, snap. ARGV: version, snapshot JSON, and optionally the version to replace.
+ * Monotonic: never moves back, except over exactly the version named (a hot store ahead of a
+ * restored database). The bump is announced after (SPUBLISH on the tenant's own channel), by
+ * the caller.
  */
 export const PUBLISH = `
 local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
 local v = tonumber(ARGV[1])
-if cur >= v then return 0 end
+if ARGV[3] then
+  if cur ~= tonumber(ARGV[3]) then return 0 end
+elseif cur >= v then return 0 end
 redis.call('SET', KEYS[2], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1])
 return 1

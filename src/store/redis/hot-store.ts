@@ -23,7 +23,7 @@ const HINT_INTERVAL_MS = 50
 const MAX_COMMIT_BATCH = 64
 
 type Commands = RedisClient & {
-  wgPublish(ver: string, snap: string, version: number, json: string): Promise<number>
+  wgPublish(ver: string, snap: string, version: number, json: string, ...over: number[]): Promise<number>
   wgCommit(numKeys: number, ...args: (string | number)[]): Promise<string[][]>
   wgRelease(q: string, g: string, hasQuota: string, hasGrant: string): Promise<number>
 }
@@ -219,9 +219,12 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
       return Number((await r.get(k.quota(tenantId, keyId, period))) ?? 0)
     },
 
-    async publish(snapshot: TenantSnapshot) {
+    async publish(snapshot: TenantSnapshot, over?: number) {
       const t = snapshot.tenantId
-      const done = await r.wgPublish(k.ver(t), k.snap(t), snapshot.version, JSON.stringify(snapshot))
+      const json = JSON.stringify(snapshot)
+      const done = await (over === undefined
+        ? r.wgPublish(k.ver(t), k.snap(t), snapshot.version, json)
+        : r.wgPublish(k.ver(t), k.snap(t), snapshot.version, json, over))
       if (done !== 1) return 'older'
       // Announced after the version is set, on the tenant's own channel (served by its slot's
       // master): only that tenant's followers hear it. A lost announcement only delays a refresh.
