@@ -129,7 +129,9 @@ export const upstreamSchema = z.string().superRefine((u, ctx) => {
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
     ctx.addIssue({ code: 'custom', message: 'expected an https:// or http:// origin' })
-  else if (!/^https?:\/\/[^/?#]+\/?$/i.test(u) || url.username || url.password)
+  // A URL parser reads `\` as `/` and drops tabs and line breaks: `http://h\admin` is the
+  // origin plus a path every write would then go under (found in review).
+  else if (!/^https?:\/\/[^/?#\\\s]+\/?$/i.test(u) || url.pathname !== '/' || url.username || url.password)
     ctx.addIssue({
       code: 'custom',
       message: 'expected an origin: scheme, host and port only (no path, query or user)',

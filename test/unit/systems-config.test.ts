@@ -30,6 +30,14 @@ t.test('bad systems files stop start-up with one line', async (t) => {
       /: system sys_a: upstream: expected an origin/,
     ],
     [
+      'systems: [{systemId: sys_a, upstream: "http://127.0.0.1:18440\\\\admin\\\\x"}]',
+      /: system sys_a: upstream: expected an origin: scheme, host and port only/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "http://exa\\tmple.com"}]',
+      /: system sys_a: upstream: expected an origin: scheme, host and port only/,
+    ],
+    [
       'systems: [{systemId: sys_a, upstream: "ftp://x.io"}]',
       /: system sys_a: upstream: expected an https:\/\/ or http:\/\/ origin/,
     ],
