@@ -7,6 +7,7 @@ import type {
   SystemRoute,
   SystemTool,
 } from '../core/enrolled-system.js'
+import { routeCovers } from './route-coverage.js'
 
 /**
  * An enrolled system: a fixed upstream origin, the credential writegate injects (a reference,
@@ -246,7 +247,7 @@ function routeShape(method: string, path: string): string {
 /**
  * What zod's field rules cannot see: a target naming a placeholder its path does not define
  * (it would be decided under the literal text, for every write), two routes that match the
- * same requests (the second could never decide), tool names used twice, and undo tools that
+ * same requests or a route whose every request an earlier one matches (it could never decide), tool names used twice, and undo tools that
  * do not exist.
  */
 export function definitionProblems(
@@ -310,12 +311,20 @@ export function definitionProblems(
     }
     const shape = routeShape(r.method, r.path)
     const first = seen.get(shape)
-    if (first !== undefined)
+    if (first !== undefined) {
       problems.push({
         path: ['routes', i],
         message: `duplicate route: ${r.method} ${r.path} matches what routes.${first} matches`,
       })
-    else seen.set(shape, i)
+      return
+    }
+    seen.set(shape, i)
+    const before = s.routes.findIndex((e, j) => j < i && e.method === r.method && routeCovers(e.path, r.path))
+    if (before !== -1)
+      problems.push({
+        path: ['routes', i],
+        message: `never decides: every ${r.method} ${r.path} is matched first by routes.${before} (${s.routes[before]?.path}); list the narrower route first`,
+      })
   })
   const tools = new Set<string>()
   s.tools.forEach((t, j) => {

@@ -91,6 +91,11 @@ t.test('bad systems files stop start-up with one line', async (t) => {
       /: system sys_a: routes\.1: duplicate route: POST \/V1\/A\/\{y\}\/ matches what routes\.0 matches/,
     ],
     [
+      // Found in review: listed after the broader route, the deny route could never decide.
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v2/refunds/*", verb: v}, {method: POST, path: "/v2/refunds/{id}", verb: w}]}]',
+      /: system sys_a: routes\.1: never decides: every POST \/v2\/refunds\/\{id\} is matched first by routes\.0 \(\/v2\/refunds\/\*\); list the narrower route first/,
+    ],
+    [
       'systems: [{systemId: sys_a, upstream: "https://x.io", tools: [{name: a, verb: v, method: POST, pathTemplate: /a}, {name: a, verb: v, method: POST, pathTemplate: /b}]}]',
       /: system sys_a: tools\.1\.name: duplicate tool a/,
     ],
