@@ -116,7 +116,11 @@ export function readSecretFile(
   }
 }
 
-/** A header value Node will send as is: no line breaks or other control characters. */
+/**
+ * A header value Node will send as is: tab, printable ASCII and the rest of Latin-1. Node
+ * refuses a line break or another control character, and any character above U+00FF (`…`,
+ * U+2026, a placeholder a reader may paste as the secret).
+ */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
 
 /**
@@ -242,7 +246,11 @@ export function createCredentialResolver(deps: {
       if (!s.ok) return s
       const value = ref.prefix + s.value
       if (!HEADER_VALUE.test(value))
-        return { ok: false, problem: 'the secret holds a line break or another control character' }
+        return {
+          ok: false,
+          problem:
+            'the secret holds a character a header cannot carry: a control character or one outside Latin-1',
+        }
       return { ok: true, header: ref.header.toLowerCase(), value, secret: s.value }
     },
   }

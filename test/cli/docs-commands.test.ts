@@ -10,12 +10,14 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, isAbsolute, join } from 'node:path'
 import fc from 'fast-check'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { COMMANDS } from '../../src/cli/commands.js'
+import { loadSettings } from '../../src/config/load.js'
 import { newApiKey } from '../../src/core/credentials.js'
 import { newAuditSigningKeyPem } from '../../src/security/audit-signing-key.js'
 import { matchTotpStep, newTotpEnrolment } from '../../src/security/totp.js'
@@ -113,14 +115,20 @@ function bash(script: string, cwd: string, env: Record<string, string>): Promise
   return runProcess('bash', ['-c', `${PRELUDE}${script}`], { cwd, env })
 }
 
-/** Starts a server command, waits for its "listening" log line, then stops it (its whole process group). */
-async function startAndStop(
+/** A server command started: what it has printed so far, and how to stop it (its whole process group). */
+interface Running {
+  output(): string
+  stop(): Promise<void>
+}
+
+/** Starts a server command and waits for its "listening" log line; it runs until stopped (or the test ends). */
+async function startServer(
   t: Test,
   script: string,
   cwd: string,
   env: Record<string, string>,
   listening: RegExp,
-): Promise<void> {
+): Promise<Running> {
   const child: ChildProcess = spawn('bash', ['-c', `${PRELUDE}${script}`], {
     cwd,
     env: cliEnv(env),
@@ -131,10 +139,10 @@ async function startAndStop(
   child.stdout?.on('data', (d) => (out += d))
   child.stderr?.on('data', (d) => (out += d))
   const running = () => child.exitCode === null && child.signalCode === null
-  const stop = () => {
+  const kill = () => {
     if (child.pid !== undefined && running()) process.kill(-child.pid, 'SIGTERM')
   }
-  t.teardown(stop)
+  t.teardown(kill)
   const up = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), 60_000)
     const check = () => {
@@ -151,9 +159,46 @@ async function startAndStop(
     })
   })
   t.ok(up, `started: ${script}\n${out}`)
-  stop()
-  await new Promise((resolve) => (running() ? child.on('exit', resolve) : resolve(null)))
-  t.notMatch(out, /"level":50|Error:|\n\s+at /, 'no error and no stack on the way')
+  return {
+    output: () => out,
+    async stop() {
+      kill()
+      await new Promise((resolve) => (running() ? child.on('exit', resolve) : resolve(null)))
+    },
+  }
+}
+
+/** Starts a server command, waits for its "listening" log line, then stops it (its whole process group). */
+async function startAndStop(
+  t: Test,
+  script: string,
+  cwd: string,
+  env: Record<string, string>,
+  listening: RegExp,
+): Promise<void> {
+  const server = await startServer(t, script, cwd, env, listening)
+  await server.stop()
+  t.notMatch(server.output(), /"level":50|Error:|\n\s+at /, 'no error and no stack on the way')
+}
+
+/** A loopback port free now, for a listener the test moves off a printed one. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.on('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * A command's own listener ports (`WRITEGATE_METRICS_PORT=9465`) moved to 0, as the tests' env
+ * moves the defaults, so runs do not collide; the side-by-side test checks the printed ones.
+ */
+function anyPorts(script: string): string {
+  return script.replace(/\b(WRITEGATE_(?:PORT|PROXY_PORT|METRICS_PORT|INJECTOR_PORT))=\d+/g, '$1=0')
 }
 
 /** A settings file of the repository's defaults with a Redis key prefix of this test's own. */
@@ -208,7 +253,7 @@ t.test('every printed `npx writegate` command runs as printed', async (t) => {
     const what = `${p.page}: ${p.line}`
     const ports = { WRITEGATE_PORT: '0', WRITEGATE_PROXY_PORT: '0', WRITEGATE_METRICS_PORT: '0' }
     const env = { WRITEGATE_DATA_DIR: join(dir, 'data'), ...ports }
-    const script = reroot(p.runnable, dir).replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL)
+    const script = anyPorts(reroot(p.runnable, dir)).replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL)
     if (command === 'keygen' || command === 'audit-keygen') {
       const r = await bash(script, dir, env)
       t.equal(r.code, 0, `${what}: ${r.stderr}`)
@@ -307,7 +352,7 @@ t.test('every printed npm command runs, or names what the checkout has', async (
       writeFileSync(audit, newAuditSigningKeyPem().privatePem)
       await startAndStop(
         t,
-        p.runnable.replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL),
+        anyPorts(p.runnable).replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL),
         dir,
         {
           WRITEGATE_CONFIG: settingsWithPrefix(dir, prefix),
@@ -325,6 +370,123 @@ t.test('every printed npm command runs, or names what the checkout has', async (
       t.ok(verb === 'run' && PACKAGE.scripts[script as string], `${what}: a script of package.json`)
     }
   }
+})
+
+t.test("the README's control plane and gate-proxy run side by side on one machine, as printed", async (t) => {
+  const readme = PRINTED.filter((p) => p.page === 'README.md')
+  const start = readme.find(
+    (p) =>
+      p.segment.argv[0] === 'npm' &&
+      p.segment.argv[1] === 'start' &&
+      p.segment.assignments.WRITEGATE_REDIS_URL !== undefined,
+  )
+  const proxy = readme.find((p) => p.segment.argv[0] === 'npx' && p.segment.argv[2] === 'proxy')
+  if (start === undefined || proxy === undefined) {
+    t.fail('the README prints a control plane on Redis and a gate-proxy beside it')
+    return
+  }
+  t.equal(
+    proxy.segment.assignments.WRITEGATE_REDIS_URL,
+    start.segment.assignments.WRITEGATE_REDIS_URL,
+    'on the same Redis',
+  )
+  // What each would listen on and allow as printed: the settings file under its own variables.
+  const printed = (p: Printed) =>
+    loadSettings({ WRITEGATE_CONFIG: join(ROOT, 'config', 'writegate.yaml'), ...p.segment.assignments })
+  const at = (p: Printed) => `${printed(p).metrics.host}:${printed(p).metrics.port}`
+  t.not(
+    at(proxy),
+    at(start),
+    `their metrics listeners differ (control plane ${at(start)}, proxy ${at(proxy)})`,
+  )
+
+  // Both can resolve the credential the README's system names: the proxy sends the writes it
+  // allows, the control plane the STEP_UP writes a human approves.
+  const block = blocks(readFileSync(join(ROOT, 'README.md'), 'utf8')).find(
+    (b) => isShell(b) && commands(b).includes(proxy.line),
+  )
+  const fromEnv = /"fromEnv": *"(\w+)"/.exec(block?.text ?? '')?.[1]
+  t.ok(fromEnv, 'the block enrols a system with a credential from the environment')
+  for (const p of [start, proxy]) {
+    t.ok(
+      printed(p).credentials.allowEnv.includes(fromEnv as string) &&
+        p.segment.assignments[fromEnv as string] !== undefined,
+      `${p.line}: allows and is given ${fromEnv}`,
+    )
+  }
+
+  // Run together, each printed metrics port moved to a free one, the same printed port to the
+  // same free one: a clash as printed is a clash here.
+  const moved = new Map<number, number>()
+  const move = async (port: number) => {
+    if (!moved.has(port)) moved.set(port, await freePort())
+    return moved.get(port) as number
+  }
+  const withMetrics = async (p: Printed, script: string, env: Record<string, string>) => {
+    const to = await move(printed(p).metrics.port)
+    const assigned = p.segment.assignments.WRITEGATE_METRICS_PORT
+    if (assigned === undefined) return { to, script, env: { ...env, WRITEGATE_METRICS_PORT: String(to) } }
+    const rewritten = script.replace(`WRITEGATE_METRICS_PORT=${assigned}`, `WRITEGATE_METRICS_PORT=${to}`)
+    t.not(rewritten, script, `${p.line}: its metrics port moved`)
+    return { to, script: rewritten, env }
+  }
+
+  const db = await openTestDatabase('postgres', { migrate: false })
+  t.teardown(() => db.close())
+  const prefix = `wgdocs${randomBytes(4).toString('hex')}:`
+  const redis = new Redis(TEST_REDIS_URL)
+  t.teardown(async () => {
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    redis.disconnect()
+  })
+  const dir = sandbox()
+  const master = join(dir, 'master.key')
+  const audit = join(dir, 'audit.pem')
+  writeFileSync(master, randomBytes(32).toString('base64'))
+  writeFileSync(audit, newAuditSigningKeyPem().privatePem)
+  writeFileSync(
+    inSandbox(dir, reroot(proxy.segment.assignments.WRITEGATE_PROXY_API_KEY_FILE as string, dir)),
+    `${newApiKey()}\n`,
+  )
+  const common = {
+    WRITEGATE_CONFIG: settingsWithPrefix(dir, prefix),
+    WRITEGATE_DATA_DIR: join(dir, 'data'),
+    WRITEGATE_PORT: '0',
+    WRITEGATE_PROXY_PORT: '0',
+  }
+  const cp = await withMetrics(start, start.runnable.replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL), {
+    ...common,
+    WRITEGATE_DATABASE_URL: db.url as string,
+    WRITEGATE_MASTER_KEY_FILE: master,
+    WRITEGATE_AUDIT_SIGNING_KEY_FILE: audit,
+  })
+  const px = await withMetrics(
+    proxy,
+    reroot(proxy.runnable, dir).replaceAll('redis://127.0.0.1:6379', TEST_REDIS_URL),
+    common,
+  )
+  const controlPlane = await startServer(
+    t,
+    cp.script,
+    dir,
+    cp.env,
+    /"msg":"writegate control plane listening"/,
+  )
+  const gateProxy = await startServer(t, px.script, dir, px.env, /"msg":"writegate gate-proxy listening"/)
+  t.match(
+    controlPlane.output(),
+    `"metricsPort":${cp.to}`,
+    'the control plane serves metrics where it was told',
+  )
+  t.match(gateProxy.output(), `"metricsPort":${px.to}`, 'and the proxy beside it where it was told')
+  await gateProxy.stop()
+  await controlPlane.stop()
+  for (const [name, server] of [
+    ['control plane', controlPlane],
+    ['gate-proxy', gateProxy],
+  ] as const)
+    t.notMatch(server.output(), /"level":50|Error:|\n\s+at /, `${name}: no error and no stack on the way`)
 })
 
 t.test('the pages name only commands and scripts that exist, in prose too', async (t) => {

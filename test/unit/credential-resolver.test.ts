@@ -27,12 +27,15 @@ const env = {
   GITHUB_A: 'gh-a',
   WRITEGATE_DATABASE_URL: 'postgres://u:pw@db/x',
   BAD: 'a\r\nx: y',
+  // The README's placeholder (`BILLING_API_TOKEN=…`): U+2026 is outside Latin-1.
+  ELLIPSIS: '…',
+  LATIN1: 'caf\u00e9',
 }
 
 t.test('a reference resolves only to a secret the process allows, with its prefix', async (t) => {
   const r = createCredentialResolver({
     env,
-    allow: { env: ['BILLING_TOKEN', 'GITHUB_*', 'BAD'], files: [allowed] },
+    allow: { env: ['BILLING_TOKEN', 'GITHUB_*', 'BAD', 'ELLIPSIS', 'LATIN1'], files: [allowed] },
   })
   t.same(
     r.resolve(
@@ -97,8 +100,18 @@ t.test('a reference resolves only to a secret the process allows, with its prefi
   })
   t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'BAD' }, { upstream: UP }), {
     ok: false,
-    problem: /line break/,
+    problem: 'the secret holds a character a header cannot carry: a control character or one outside Latin-1',
   })
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'ELLIPSIS' }, { upstream: UP }),
+    { ok: false, problem: /a control character or one outside Latin-1/ },
+    'a character above U+00FF is refused, and the problem says so',
+  )
+  t.match(
+    r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'LATIN1' }, { upstream: UP }),
+    { ok: true, value: 'caf\u00e9' },
+    'the rest of Latin-1 is sent',
+  )
 })
 
 t.test('entries may be for one tenant; the operator file references are allowed as written', async (t) => {
