@@ -4,6 +4,7 @@ import { nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { draft, type ReceiptDraft } from '../core/receipt.js'
+import { withUnsendableEncoded } from '../execute/upstream-url.js'
 import type { PendingAction } from '../store/ports/decision-state.js'
 import type { SystemsRegistry, ToolRef } from '../systems/systems-registry.js'
 import { HTTP_REPLAY_TOOL, type HttpReplayParams } from './staged-request.js'
@@ -62,7 +63,7 @@ export function stageHttpRequest(
   const actionId = newId('action')
   const params: HttpReplayParams = {
     method: request.method,
-    path: request.path,
+    path: withUnsendableEncoded(request.path),
     contentType: request.contentType,
     body: bytes.toString('base64'),
     bodySha256: sha256,

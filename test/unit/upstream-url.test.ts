@@ -1,8 +1,11 @@
 import t from 'tap'
+import { stageHttpRequest } from '../../src/actions/action-stager.js'
+import { replayRequest } from '../../src/actions/replay-request.js'
 import {
   checkUpstreamPath,
   fillPathTemplate,
   METHOD_OVERRIDE_PROBLEM,
+  withUnsendableEncoded,
 } from '../../src/execute/upstream-url.js'
 
 t.test('paths that route exactly as written are accepted', async (t) => {
@@ -96,4 +99,31 @@ t.test('path templates: each value is one encoded segment', async (t) => {
   t.same(used.ok && [...used.used], ['x'])
   for (const x of ['', '.', '..', 'a/b', 'a\\b', '50%', null, { a: 1 }, undefined])
     t.equal(fillPathTemplate('/v1/a/{x}', { x }).ok, false, JSON.stringify(x))
+})
+
+t.test('a proxy-staged path is kept as it goes out, which a replay accepts (found in review)', async (t) => {
+  const raw = '/v1/step/a"b<c>`{}|é?q="x y"&k=\'v\''
+  const sent = withUnsendableEncoded(raw)
+  t.equal(sent, '/v1/step/a%22b%3Cc%3E%60%7B%7D%7C%E9?q=%22x%20y%22&k=%27v%27')
+  t.same(checkUpstreamPath(raw, '/').ok, false, 'the raw path is refused')
+  t.same(checkUpstreamPath(sent, '/'), { ok: true })
+  t.equal(withUnsendableEncoded('/v1/a%20b?c=%2F'), '/v1/a%20b?c=%2F', 'escapes stay as they are')
+  const staged = stageHttpRequest(
+    {
+      tenantId: 'ten_a',
+      systemId: 'sys_a',
+      systemVersion: 1,
+      verb: 'refund',
+      target: null,
+      environment: null,
+      principalId: 'prn_a',
+      principalName: null,
+      keyId: 'key_a',
+      stateVersion: 1,
+      checkReceiptId: 'rcp_a',
+      at: 1,
+    },
+    { method: 'PUT', path: raw, contentType: null, body: Buffer.from('{}') },
+  )
+  t.match(replayRequest(staged.action.params), { ok: true, path: sent })
 })
