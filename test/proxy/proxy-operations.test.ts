@@ -112,3 +112,25 @@ t.test('writegate proxy refuses bad settings with one line', async (t) => {
     t.equal(r.stderr.trim().split('\n').length, 1)
   }
 })
+
+t.test('writegate start refuses a bad key for its embedded proxy before anything listens', async (t) => {
+  const root = join(import.meta.dirname, '..', '..')
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'start'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      WRITEGATE_CONFIG: join(root, 'config', 'writegate.yaml'),
+      WRITEGATE_DATABASE_URL: 'memory://',
+      WRITEGATE_PORT: '0',
+      WRITEGATE_PROXY_PORT: '0',
+      WRITEGATE_METRICS_PORT: '0',
+      WRITEGATE_PROXY_API_KEY: 'not-a-key',
+    },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  t.equal(r.status, 1)
+  t.match(r.stderr.trim(), /^writegate: invalid setting WRITEGATE_PROXY_API_KEY: not a writegate API key/)
+  t.equal(r.stderr.trim().split('\n').length, 1)
+  t.equal(r.stdout, '', 'nothing said it was listening')
+})
