@@ -11,6 +11,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isMap, isScalar, type Node, type Pair, parseDocument, type YAMLMap } from 'yaml'
+import { INJECTOR_PATTERNS, MIN_EXCLUDED_PREFIX, OBJECT_NAME_MAX } from '../src/config/schema.js'
 
 type Schema = Record<string, unknown>
 
@@ -30,7 +31,7 @@ const OPEN_OBJECTS = new Set([
   'injector.resources',
   'injector.nodeSelector',
   'injector.affinity',
-  'injector.proxy.resources',
+  'injector.proxy.resources', // one row in the table; its shape is in CONSTRAINTS
   'certManager.issuerRef',
   'postgresql.resources',
   'redis.resources',
@@ -43,35 +44,86 @@ const OPEN_OBJECTS = new Set([
 const LOG_LEVEL = { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }
 const PORT = { minimum: 1, maximum: 65535 }
 const INT_OR_PERCENT = { type: ['integer', 'string'], pattern: '^[0-9]+%$' }
-const QUANTITY = { pattern: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$' }
-// The shapes the settings schema (src/config/schema.ts) accepts, so helm refuses what would
-// otherwise install and crash-loop. An IPv4 or IPv6 address, with a prefix length for a CIDR.
+const QUANTITY = { pattern: INJECTOR_PATTERNS.quantity }
+
+// What the injector's settings (src/config/schema.ts) accept, so helm refuses what would
+// otherwise install and crash-loop. Its regular expressions are used as they are; its address
+// checks (node's isIP) are rebuilt here, and test/chart/values-schema.test.ts holds the two
+// to the same verdicts.
+const bare = (pattern: string) => pattern.replace(/^\^/, '').replace(/\$$/, '')
+/** A value that may also be empty (the chart's "unset"). */
+const orEmpty = (pattern: string) => `^(${bare(pattern)})?$`
+
+/** Decimal numbers (leading zeros allowed, as the settings' /^\d+$/ does) below `n`. */
+function below(n: number): string {
+  const byPrefix = new Map<string, number[]>()
+  for (let i = 0; i < n; i++) {
+    const s = String(i)
+    const prefix = s.slice(0, -1)
+    byPrefix.set(prefix, [...(byPrefix.get(prefix) ?? []), Number(s.at(-1))])
+  }
+  const alts = [...byPrefix].map(([prefix, digits]) => {
+    const lo = Math.min(...digits)
+    const hi = Math.max(...digits)
+    return `${prefix}${lo === hi ? lo : `[${lo}-${hi}]`}`
+  })
+  return `0*(${alts.join('|')})`
+}
+
 const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])'
 const IPV4 = `${OCTET}(\\.${OCTET}){3}`
-const IPV6 = '[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*'
-// Excluded from enforcement: no prefix shorter than /8 (IPv4) or /32 (IPv6): most of the Internet.
-const NARROW4 = '(3[0-2]|[12][0-9]|[89])'
-const NARROW6 = '(12[0-8]|1[01][0-9]|[4-9][0-9]|3[2-9])'
-// …but unique local addresses (fc00::/7, a cluster's own) may be excluded whole.
-const ULA = '[fF][cCdD][0-9A-Fa-f]{2}:[0-9A-Fa-f:.]*'
-const ULA_PREFIX = '(12[0-8]|1[01][0-9]|[1-9][0-9]|[7-9])'
+/** node's isIP for IPv6 (lib/internal/net.js), without a zone (%eth0): k groups, then `::` or not. */
+const HEX = '[0-9A-Fa-f]{1,4}'
+const rep = (x: string, lo: number, hi: number) => (hi === 0 ? '' : `(${x}){${lo},${hi}}`)
+const IPV6 = `(${[
+  `(${HEX}:){7}(${HEX}|:)`,
+  `(${HEX}:){6}(${IPV4}|:${HEX}|:)`,
+  ...[5, 4, 3, 2, 1, 0].map(
+    (k) =>
+      `${k > 0 ? `(${HEX}:){${k}}` : ':'}(${rep(`:${HEX}`, 0, 5 - k)}:${IPV4}|${rep(`:${HEX}`, 1, 7 - k)}|:)`,
+  ),
+].join('|')})`
+const { 4: MIN4, 6: MIN6, uniqueLocal: MIN_ULA } = MIN_EXCLUDED_PREFIX
+/** An excluded range that is most of the Internet (tooWide in the settings). */
+const TOO_WIDE = {
+  anyOf: [
+    // What follows a second `/` is not read (and makes no CIDR).
+    { pattern: `^${IPV4}/${below(MIN4)}(/.*)?$` },
+    { pattern: `^${IPV6}/${below(MIN_ULA)}(/.*)?$` },
+    // Unique local addresses (fc00::/7: the first group fc00 to fdff) may be excluded whole.
+    { pattern: `^${IPV6}/${below(MIN6)}(/.*)?$`, not: { pattern: '^[fF][cCdD][0-9A-Fa-f]{2}:' } },
+  ],
+}
 const EXCLUDED_CIDR = {
   type: 'string',
-  pattern: `^(${IPV4}/${NARROW4}|${IPV6}/${NARROW6}|${ULA}/${ULA_PREFIX})$`,
+  pattern: `^(${IPV4}/${below(33)}|${IPV6}/${below(129)})$`,
+  not: TOO_WIDE,
+}
+const NO_PROXY = {
+  type: 'string',
+  pattern: INJECTOR_PATTERNS.noProxy,
+  not: { anyOf: [{ const: '*' }, TOO_WIDE] },
 }
 // trustProxy: no /0 (proxy-addr refuses to trust everyone).
 const TRUSTED = {
   type: 'string',
   pattern: `^(loopback|linklocal|uniquelocal|${IPV4}(/(3[0-2]|[12][0-9]|[1-9]))?|${IPV6}(/(12[0-8]|1[01][0-9]|[1-9][0-9]?))?)$`,
 }
-const OBJECT_NAME = {
-  maxLength: 253,
-  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+const OBJECT_NAME = { maxLength: OBJECT_NAME_MAX, pattern: INJECTOR_PATTERNS.objectName }
+const OPTIONAL_OBJECT_NAME = { maxLength: OBJECT_NAME_MAX, pattern: orEmpty(INJECTOR_PATTERNS.objectName) }
+// The proxy's image is `<repository>:<tag>` (writegate.proxyImage), either from image.* or injector.proxy.*.
+const IMAGE_NAME = `^${INJECTOR_PATTERNS.imageName}$`
+const IMAGE_TAG = orEmpty(`${INJECTOR_PATTERNS.imageTag}(${INJECTOR_PATTERNS.imageDigest})?`)
+const RESOURCE_LIST = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { cpu: { type: 'string', ...QUANTITY }, memory: { type: 'string', ...QUANTITY } },
 }
 
 /** Constraints that a default value cannot show. */
 const CONSTRAINTS: Record<string, Schema> = {
-  'image.repository': { minLength: 1 },
+  'image.repository': { minLength: 1, pattern: IMAGE_NAME },
+  'image.tag': { pattern: IMAGE_TAG },
   'image.pullPolicy': { enum: ['Always', 'IfNotPresent', 'Never'] },
   'externalRedis.mode': { enum: ['standalone', 'cluster'] },
   'controlPlane.replicas': { minimum: 2 },
@@ -94,15 +146,22 @@ const CONSTRAINTS: Record<string, Schema> = {
   'injector.certValidityDays': { minimum: 1 },
   'injector.proxy.port': PORT,
   'injector.proxy.metricsPort': PORT,
+  'injector.proxy.tlsPort': PORT,
+  'injector.proxy.repository': { pattern: orEmpty(IMAGE_NAME) },
+  'injector.proxy.tag': { pattern: IMAGE_TAG },
+  'injector.proxy.resources': {
+    additionalProperties: false,
+    properties: { requests: RESOURCE_LIST, limits: RESOURCE_LIST },
+  },
   'injector.proxy.logLevel': LOG_LEVEL,
   'injector.enforce.excludeOutboundPorts': { items: { type: 'integer', ...PORT } },
   'injector.enforce.excludeOutboundCidrs': { items: EXCLUDED_CIDR },
-  // Not `*` (no proxy for any host); a short CIDR prefix is refused by the injector at start.
-  'injector.proxy.noProxy': {
-    items: { type: 'string', pattern: '^[A-Za-z0-9.*:/_-]+$', not: { const: '*' } },
-  },
-  'injector.proxy.routesKey': { pattern: '^[-._a-zA-Z0-9]+$' },
+  // Not `*`, nor most of the Internet: agents would go around the proxy.
+  'injector.proxy.noProxy': { items: NO_PROXY },
+  'injector.proxy.routesKey': { pattern: INJECTOR_PATTERNS.routesKey },
   'injector.defaults.proxySecret': OBJECT_NAME,
+  'injector.defaults.routesConfigMap': OPTIONAL_OBJECT_NAME,
+  'injector.defaults.tlsCaSecret': OPTIONAL_OBJECT_NAME,
   'controlPlane.trustProxy': { items: TRUSTED },
   'postgresql.persistence.size': QUANTITY,
   'redis.persistence.size': QUANTITY,

@@ -48,31 +48,46 @@ function mayNameSecret(entry: string): boolean {
 
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
 
-/** Kubernetes quantities such as `100m`, `0.5`, `128Mi`, `1G`. */
-const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$/, {
+/**
+ * The shapes of the injector's settings, as regular expressions the chart's values schema
+ * (scripts/gen-values-schema.ts) is generated from too: helm refuses what the injector would
+ * refuse at start-up, instead of installing it to crash-loop. No flags, no lookaround: Helm
+ * checks them with Go's regexp.
+ */
+export const INJECTOR_PATTERNS = {
+  /** Kubernetes quantities such as `100m`, `0.5`, `128Mi`, `1G`. */
+  quantity: '^[0-9]+(\\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$',
+  /** A Kubernetes object name (RFC 1123 subdomain), at most 253 characters. */
+  objectName: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+  /** An image reference is `<name>[:<tag>][@<digest>]`. */
+  imageName: '[a-zA-Z0-9]+([._/:-][a-zA-Z0-9]+)*',
+  imageTag: '[\\w][\\w.-]{0,127}',
+  imageDigest: '@sha256:[a-fA-F0-9]{64}',
+  routesKey: '^[-._a-zA-Z0-9]+$',
+  noProxy: '^[A-Za-z0-9.*:/_-]+$',
+} as const
+export const OBJECT_NAME_MAX = 253
+
+const quantity = z.string().regex(new RegExp(INJECTOR_PATTERNS.quantity), {
   message: 'expected a Kubernetes quantity such as 100m or 128Mi',
 })
 const resourceList = z.object({ cpu: quantity.optional(), memory: quantity.optional() }).strict()
 const resources = z
   .object({ requests: resourceList.prefault({}), limits: resourceList.prefault({}) })
   .strict()
+const { imageName, imageTag, imageDigest } = INJECTOR_PATTERNS
 /** An image reference: [registry/]name[:tag][@digest]. */
-const imageRef = z
-  .string()
-  .regex(/^[a-z0-9]+([._/:-][a-z0-9]+)*(:[\w][\w.-]{0,127})?(@sha256:[a-f0-9]{64})?$/i, {
-    message: 'expected an image reference such as registry.example/writegate:0.1.0',
-  })
-/** A Kubernetes object name (RFC 1123 subdomain). */
-const objectName = z
-  .string()
-  .max(253)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, {
-    message: 'expected a Kubernetes object name (lowercase letters, digits, - and .)',
-  })
+const imageRef = z.string().regex(new RegExp(`^${imageName}(:${imageTag})?(${imageDigest})?$`), {
+  message: 'expected an image reference such as registry.example/writegate:0.1.0',
+})
+const objectName = z.string().max(OBJECT_NAME_MAX).regex(new RegExp(INJECTOR_PATTERNS.objectName), {
+  message: 'expected a Kubernetes object name (lowercase letters, digits, - and .)',
+})
 const cidr = z.string().refine(
   (s) => {
     const [addr, bits, ...rest] = s.split('/')
-    if (rest.length > 0 || !addr || isIP(addr) === 0 || bits === undefined) return false
+    // isIP takes a zone (fe80::1%eth0), which is no part of a range iptables reads.
+    if (rest.length > 0 || !addr || addr.includes('%') || isIP(addr) === 0 || bits === undefined) return false
     const n = Number(bits)
     return /^\d+$/.test(bits) && n <= (isIP(addr) === 4 ? 32 : 128)
   },
@@ -85,9 +100,10 @@ const cidr = z.string().refine(
  * is a provider's allocation, /32; unique local addresses (fc00::/7, a cluster's own, as 10/8 is
  * IPv4's) may be excluded whole.
  */
-const MIN_EXCLUDED_PREFIX = { 4: 8, 6: 32 } as const
+export const MIN_EXCLUDED_PREFIX = { 4: 8, 6: 32, uniqueLocal: 7 } as const
 const uniqueLocal = (address: string, bits: number) =>
-  bits >= 7 && (Number.parseInt(address.split(':')[0] || '0', 16) & 0xfe00) === 0xfc00
+  bits >= MIN_EXCLUDED_PREFIX.uniqueLocal &&
+  (Number.parseInt(address.split(':')[0] || '0', 16) & 0xfe00) === 0xfc00
 const tooWide = (s: string): boolean => {
   const [address = '', bits] = s.split('/')
   if (bits === undefined || !/^\d+$/.test(bits)) return false
@@ -101,16 +117,19 @@ const excludedCidr = cidr.refine((s) => !tooWide(s), {
 })
 const noProxyEntry = z
   .string()
-  .regex(/^[A-Za-z0-9.*:/_-]+$/)
+  .regex(new RegExp(INJECTOR_PATTERNS.noProxy))
   .refine((x) => x !== '*' && !tooWide(x), {
     message:
       '* or a prefix shorter than /8 (IPv4) or /32 (IPv6) would have agents go around the proxy for most hosts',
   })
 
+/** The ports one injected proxy listens on: two the same and it exits at start in every pod. */
+const PROXY_PORTS = ['port', 'metricsPort', 'tlsPort'] as const
+
 /** The Kubernetes admission webhook that injects gate-proxy beside annotated agent pods. */
 const injectorSettings = z
   .object({
-    /** Loopback by default, like every listener; the chart sets 0.0.0.0 for the API server to reach it. */
+    /** Loopback by default, like every listener; the image and the chart set `::` for the API server to reach it. */
     host: z.string().min(1).default(LOOPBACK),
     port: port.default(8443),
     tls: z
@@ -142,10 +161,7 @@ const injectorSettings = z
         /** The proxy's TLS port (HTTPS interception, transparent mode) in pods with an interception CA. */
         tlsPort: port.default(15443),
         /** Key of the routes ConfigMap that holds the enrolled-systems YAML. */
-        routesKey: z
-          .string()
-          .regex(/^[-._a-zA-Z0-9]+$/)
-          .default('systems.yaml'),
+        routesKey: z.string().regex(new RegExp(INJECTOR_PATTERNS.routesKey)).default('systems.yaml'),
         logLevel: logLevel.default('info'),
         /** Run the proxy as a native sidecar (an init container with restartPolicy Always, Kubernetes 1.29+): agents start only once it is ready, and Jobs still finish. */
         nativeSidecar: z.boolean().default(true),
@@ -157,6 +173,17 @@ const injectorSettings = z
         }),
       })
       .strict()
+      .superRefine((proxy, ctx) => {
+        PROXY_PORTS.forEach((key, i) => {
+          const earlier = PROXY_PORTS.slice(0, i).find((other) => proxy[other] === proxy[key])
+          if (earlier)
+            ctx.addIssue({
+              code: 'custom',
+              path: [key],
+              message: `must differ from injector.proxy.${earlier} (both ${proxy[key]}): the injected proxy listens on each`,
+            })
+        })
+      })
       .prefault({}),
     /** writegate.io/enforce: an init container redirects all outbound TCP to the proxy. */
     enforce: z

@@ -196,10 +196,33 @@ over .Values.settings, so one key never means two things.
 
 {{/*
 A PodDisruptionBudget that keeps every replica up lets no node drain evict one: the drain
-waits for ever. A whole number must be below the replicas (a percentage is left to the user).
+waits for ever. It must keep fewer than the replicas; a percentage counts as Kubernetes
+rounds it, up (51% of 2 is 2).
 */}}
 {{- define "writegate.pdbLeavesRoom" -}}
-{{- if and (not (kindIs "string" .minAvailable)) (ge (int .minAvailable) (int .replicas)) }}
-{{- fail (printf "%s.pdb.minAvailable (%d) must be below the %s's replicas (%d), or no node drain can evict one" .setting (int .minAvailable) .setting (int .replicas)) }}
+{{- $replicas := int .replicas }}
+{{- if kindIs "string" .minAvailable }}
+{{- $kept := div (add (mul (atoi (trimSuffix "%" .minAvailable)) $replicas) 99) 100 }}
+{{- if ge (int $kept) $replicas }}
+{{- fail (printf "%s.pdb.minAvailable (%s of %d replicas, that is %d) must keep fewer than the %s's replicas, or no node drain can evict one" .setting .minAvailable $replicas (int $kept) .setting) }}
+{{- end }}
+{{- else if ge (int .minAvailable) $replicas }}
+{{- fail (printf "%s.pdb.minAvailable (%d) must be below the %s's replicas (%d), or no node drain can evict one" .setting (int .minAvailable) .setting $replicas) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The injected proxy listens on each of these ports: two the same and it exits at start, in
+every pod the injector changes (as the settings refuse, src/config/schema.ts).
+*/}}
+{{- define "writegate.proxyPortsDistinct" -}}
+{{- $proxy := .Values.injector.proxy }}
+{{- $seen := dict }}
+{{- range $key := list "port" "metricsPort" "tlsPort" }}
+{{- $port := toString (index $proxy $key) }}
+{{- with index $seen $port }}
+{{- fail (printf "injector.proxy.%s (%s) must differ from injector.proxy.%s: the injected proxy listens on each" $key $port .) }}
+{{- end }}
+{{- $_ := set $seen $port $key }}
 {{- end }}
 {{- end }}
