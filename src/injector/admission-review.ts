@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { nestedDeeperThan } from '../core/json-depth.js'
 import type { JsonPatchOp } from './jsonpatch.js'
 import type { Pod } from './kube-types.js'
 
@@ -97,6 +98,8 @@ export type PodReading = { ok: true; pod: Pod } | { ok: false; issues: Issue[] }
 
 /** The review's object as a Pod, or what is wrong with it. */
 export function readPod(object: unknown): PodReading {
+  // Comparing and copying containers walks them recursively: past this, the stack runs out.
+  if (nestedDeeperThan(object)) return { ok: false, issues: [{ path: '', message: 'nested too deeply' }] }
   const r = podSchema.safeParse(object)
   if (!r.success) return { ok: false, issues: issuesOf(r.error) }
   // The schema checks the fields the domain types describe; the rest passes through untouched.

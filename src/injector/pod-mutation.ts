@@ -231,11 +231,22 @@ function mountOps(
   )
 }
 
-/** Inserts `items`, in order, before what the list holds (JSON Patch `add` at an index shifts the rest). */
-function prependOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
-  if (items.length === 0) return []
-  if (current === undefined) return [{ op: 'add', path: pointer(...path), value: items }]
-  return items.map((value, i) => ({ op: 'add', path: pointer(...path, String(i)), value }))
+/**
+ * Adds the init containers of ours a pod lacks, each at its place in INIT_ORDER among those it
+ * has (which conflicts() found first, in that order): a pod that brings its own CA bundle
+ * container gets the rest after it, not before. JSON Patch `add` at an index shifts the rest.
+ */
+function initContainerOps(current: Container[] | undefined, missing: Container[]): JsonPatchOp[] {
+  if (missing.length === 0) return []
+  if (current === undefined) return [{ op: 'add', path: pointer('spec', 'initContainers'), value: missing }]
+  const placed = current.map((c) => c.name).filter((n) => INIT_ORDER.includes(n))
+  const ops: JsonPatchOp[] = []
+  for (const c of [...missing].sort((a, b) => INIT_ORDER.indexOf(a.name) - INIT_ORDER.indexOf(b.name))) {
+    const at = placed.filter((n) => INIT_ORDER.indexOf(n) < INIT_ORDER.indexOf(c.name)).length
+    ops.push({ op: 'add', path: pointer('spec', 'initContainers', String(at)), value: c })
+    placed.splice(at, 0, c.name)
+  }
+  return ops
 }
 
 function appendOps(path: string[], current: unknown[] | undefined, items: unknown[]): JsonPatchOp[] {
@@ -334,7 +345,7 @@ export function mutatePod(pod: Pod, opts: InjectorOptions): PodMutation {
   if (req.enforce && !present.has(INIT_CONTAINER)) inits.push(enforceInitContainer(opts, req))
   const proxyMissing = !present.has(PROXY_CONTAINER)
   if (proxyMissing && opts.proxy.nativeSidecar) inits.push(proxyContainer(req, opts))
-  patch.push(...prependOps(['spec', 'initContainers'], spec.initContainers, inits))
+  patch.push(...initContainerOps(spec.initContainers, inits))
 
   const desiredEnv = agentEnv(req, opts)
   const desiredMounts = agentMounts(req)

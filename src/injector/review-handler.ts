@@ -5,6 +5,7 @@ import {
   admissionReviewSchema,
   allow,
   deny,
+  type Issue,
   issuesOf,
   podConnectOptionsSchema,
   readPod,
@@ -67,8 +68,7 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
 
   const pod = readPod(req.object)
   if (!pod.ok) {
-    const first = pod.issues[0]
-    const message = `writegate cannot read this pod${first ? `: ${first.path}: ${first.message}` : ''}`
+    const message = cannotRead(pod.issues)
     return { status: 200, body: deny(req.uid, message), summary: { ...base, outcome: 'rejected', message } }
   }
   const meta = pod.pod.metadata
@@ -95,6 +95,13 @@ export function answerReview(body: unknown, opts: InjectorOptions): ReviewAnswer
   }
 }
 
+/** Why a pod cannot be read, for `kubectl`: the first issue, with its place in the pod if it has one. */
+function cannotRead(issues: Issue[]): string {
+  const first = issues[0]
+  if (!first) return 'writegate cannot read this pod'
+  return `writegate cannot read this pod: ${first.path ? `${first.path}: ` : ''}${first.message}`
+}
+
 /**
  * A change to a running pod (the validating webhook: pods UPDATE, pods/ephemeralcontainers and
  * pods/resize).
@@ -110,8 +117,7 @@ function answerUpdate(
   const after = readPod(req.object)
   const named = { ...base, ...(req.name ? { pod: req.name } : {}) }
   if (!before.ok || !after.ok) {
-    const first = (before.ok ? [] : before.issues).concat(after.ok ? [] : after.issues)[0]
-    const message = `writegate cannot read this pod${first ? `: ${first.path}: ${first.message}` : ''}`
+    const message = cannotRead((before.ok ? [] : before.issues).concat(after.ok ? [] : after.issues))
     return { status: 200, body: deny(req.uid, message), summary: { ...named, outcome: 'rejected', message } }
   }
   const verdict = reviewPodUpdate(before.pod, after.pod, writegates)
