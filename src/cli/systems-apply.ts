@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { stringify } from 'yaml'
+import { z } from 'zod'
 import { ConfigError } from '../config/load.js'
 import { loadSystemsFile } from '../config/systems.js'
 import { canonicalJson } from '../core/jcs.js'
@@ -54,7 +55,17 @@ export function apiTarget(options: Record<string, string | undefined>, env: Node
 /** A control-plane answer that is not the one asked for: one line with its code. */
 class ApiError extends Error {}
 
-async function call<T>(api: ApiTarget, method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * What a writegate control plane answers to the reads below. Another server at that URL (a
+ * login page, a proxy's `{}`) answers 200 too: it is named as such, not read as an empty list.
+ */
+const meAnswer = z.looseObject({ tenantId: z.string().min(1) })
+const systemsAnswer = z.looseObject({
+  systems: z.array(z.looseObject({ systemId: z.string().min(1), version: z.number().int() })),
+})
+
+/** The answer's JSON; undefined when it is empty or not JSON. */
+async function call(api: ApiTarget, method: string, path: string, body?: unknown): Promise<unknown> {
   let res: Response
   try {
     res = await fetch(`${api.url}${path}`, {
@@ -70,23 +81,42 @@ async function call<T>(api: ApiTarget, method: string, path: string, body?: unkn
     throw new ApiError(`cannot reach the control plane at ${api.url} (${cause}); set --url or WRITEGATE_URL`)
   }
   const text = await res.text()
-  let json: Record<string, unknown> = {}
+  let json: unknown
   try {
-    json = text ? (JSON.parse(text) as Record<string, unknown>) : {}
+    json = text ? JSON.parse(text) : undefined
   } catch {}
-  if (!res.ok)
+  if (!res.ok) {
+    const e = (json !== null && typeof json === 'object' ? json : {}) as Record<string, unknown>
     throw new ApiError(
-      `${method} ${path}: ${res.status} ${json.code ?? ''} ${typeof json.error === 'string' ? json.error : text.slice(0, 200)}`.replace(
+      `${method} ${path}: ${res.status} ${typeof e.code === 'string' ? e.code : ''} ${typeof e.error === 'string' ? e.error : text.slice(0, 200)}`.replace(
         /\s+/g,
         ' ',
       ),
     )
-  return json as T
+  }
+  return json
+}
+
+async function read<T>(api: ApiTarget, path: string, shape: z.ZodType<T>): Promise<T> {
+  const json = await call(api, 'GET', path)
+  const r = shape.safeParse(json)
+  if (!r.success)
+    throw new ApiError(
+      `${api.url} is not a writegate control plane: GET ${path} answered ${json === undefined ? 'something other than JSON' : 'JSON of another shape'}; set --url or WRITEGATE_URL`,
+    )
+  return r.data
 }
 
 /** A definition as the schema fills it in (defaults included), so equal meanings compare equal. */
 function normal(d: unknown): SystemDefinition {
-  return systemSchema.parse(d)
+  const r = systemSchema.safeParse(d)
+  if (r.success) return r.data
+  // An enrolled system this CLI cannot read (a newer control plane's, say): named, with where.
+  const issue = r.error.issues[0]
+  const id = (d as { systemId?: unknown }).systemId
+  throw new ApiError(
+    `system ${String(id)}: ${issue?.path.map(String).join('.') || '(root)'}: ${issue?.message ?? 'not a system definition'}`,
+  )
 }
 
 function definitionOf(s: SystemDefinition | Enrolled): SystemDefinition {
@@ -137,13 +167,13 @@ export async function systemsApplyCommand(
   const api = apiTarget(options, env)
   const wanted = loadSystemsFile(file, '-f')
   try {
-    const me = await call<{ tenantId: string }>(api, 'GET', '/v1/me')
+    const me = await read(api, '/v1/me', meAnswer)
     for (const s of wanted.systems)
       if (s.tenantId !== undefined && s.tenantId !== me.tenantId)
         throw new ConfigError(
           `${file}: system ${s.systemId}: tenantId ${s.tenantId} is not the key's tenant (${me.tenantId})`,
         )
-    const current = await call<{ systems: Enrolled[] }>(api, 'GET', '/v1/systems')
+    const current = (await read(api, '/v1/systems', systemsAnswer)) as unknown as { systems: Enrolled[] }
     const byId = new Map(current.systems.map((s) => [s.systemId, s]))
     const lines: string[] = []
     const steps: (() => Promise<unknown>)[] = []
@@ -209,7 +239,7 @@ export async function systemsExportCommand(
 ): Promise<number> {
   const api = apiTarget(options, env)
   try {
-    const { systems } = await call<{ systems: Enrolled[] }>(api, 'GET', '/v1/systems')
+    const { systems } = (await read(api, '/v1/systems', systemsAnswer)) as unknown as { systems: Enrolled[] }
     io.stdout(stringify({ systems: systems.map(definitionOf) }))
     return 0
   } catch (err) {
