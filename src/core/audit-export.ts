@@ -130,7 +130,9 @@ export class ExportVerifier {
       if (!chain) this.#fail('malformed', 'the file is empty')
       else {
         const failure = chain.finish()
-        if (failure) this.#adopt(failure)
+        // Found at the end of the file (cut short, a head or checkpoint not reached): no line
+        // holds the fault, and the last one, which holds the receipt before it, would mislead.
+        if (failure) this.#failure = failure
         else if (!this.#checkpoint) {
           this.#fail(
             'checkpoint_missing',
