@@ -133,6 +133,36 @@ function isServiceLink(name: string, value: string): boolean {
   return name.endsWith('_PORT') && SERVICE_LINK.test(value)
 }
 
+/** writegate's variables read outside the settings (the proxy's key, the CLI's server and key). */
+const OTHER_VARIABLES = new Set([
+  'WRITEGATE_CONFIG',
+  'WRITEGATE_PROXY_API_KEY',
+  'WRITEGATE_URL',
+  'WRITEGATE_API_KEY',
+])
+
+/** The names Kubernetes gives a Service's links (`writegate-x`: `WRITEGATE_X_SERVICE_HOST`, `WRITEGATE_X_PORT_443_TCP_ADDR`, …). */
+const SERVICE_LINK_NAME =
+  /_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/
+
+/**
+ * `WRITEGATE_` variables that no setting reads: a typo (`WRITEGATE_INJECTOR_TLS_CA_SECRT`) would
+ * otherwise leave its setting at the default without a word. Service links and the test suite's
+ * own (`WRITEGATE_TEST_`) are not counted.
+ */
+export function unknownVariables(env: NodeJS.ProcessEnv = process.env): string[] {
+  return Object.keys(env)
+    .filter(
+      (name) =>
+        name.startsWith('WRITEGATE_') &&
+        !(name in ENV_OVERRIDES) &&
+        !OTHER_VARIABLES.has(name) &&
+        !name.startsWith('WRITEGATE_TEST_') &&
+        !SERVICE_LINK_NAME.test(name),
+    )
+    .sort()
+}
+
 /** The port variables that hold a Kubernetes service link, and were left out of the settings. */
 export function serviceLinkVariables(env: NodeJS.ProcessEnv = process.env): string[] {
   return Object.keys(ENV_OVERRIDES).filter((name) => {

@@ -29,6 +29,9 @@ t.test('writegate start with service-link variables starts, and names them once'
       WRITEGATE_PORT_8080_TCP_ADDR: '10.96.0.12',
       WRITEGATE_SERVICE_HOST: '10.96.0.12',
       WRITEGATE_INJECTOR_PORT: 'tcp://10.96.0.13:443',
+      WRITEGATE_INJECTOR_PORT_443_TCP_PROTO: 'tcp',
+      // A typo: without a word, HTTPS interception would stay off.
+      WRITEGATE_INJECTOR_TLS_CA_SECRT: 'writegate-ca',
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
@@ -59,8 +62,10 @@ t.test('writegate start with service-link variables starts, and names them once'
     .filter(Boolean)
     .map((l) => JSON.parse(l) as { level: number; variables?: string[]; msg: string })
     .filter((l) => l.level >= 40 && l.variables)
-  t.equal(warnings.length, 1, 'one line')
-  t.same(warnings[0]?.variables, ['WRITEGATE_PORT', 'WRITEGATE_INJECTOR_PORT'])
-  t.match(warnings[0]?.msg, /enableServiceLinks: false/)
+  t.equal(warnings.length, 2, 'one line for each')
+  t.same(warnings[0]?.variables, ['WRITEGATE_INJECTOR_TLS_CA_SECRT'], 'the typo, not the service links')
+  t.match(warnings[0]?.msg, /no setting reads/)
+  t.same(warnings[1]?.variables, ['WRITEGATE_PORT', 'WRITEGATE_INJECTOR_PORT'])
+  t.match(warnings[1]?.msg, /enableServiceLinks: false/)
   t.equal(stderr, '', 'nothing on stderr')
 })
