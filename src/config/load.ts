@@ -133,8 +133,13 @@ function isServiceLink(name: string, value: string): boolean {
   return name.endsWith('_PORT') && SERVICE_LINK.test(value)
 }
 
-/** writegate's variables read outside the settings (the proxy's key, the CLI's server and key). */
+/**
+ * writegate's variables read outside the settings: the proxy's key, the CLI's server and key,
+ * and the image's health check (Dockerfile).
+ */
 const OTHER_VARIABLES = new Set([
+  'WRITEGATE_HEALTH_URL',
+  'WRITEGATE_HEALTH_PORT',
   'WRITEGATE_CONFIG',
   'WRITEGATE_PROXY_API_KEY',
   'WRITEGATE_URL',
@@ -147,8 +152,8 @@ const SERVICE_LINK_NAME =
 
 /**
  * `WRITEGATE_` variables that no setting reads: a typo (`WRITEGATE_INJECTOR_TLS_CA_SECRT`) would
- * otherwise leave its setting at the default without a word. Service links and the test suite's
- * own (`WRITEGATE_TEST_`) are not counted.
+ * otherwise leave its setting at the default without a word. Service links, secrets to inject
+ * (`WRITEGATE_CREDENTIAL_`) and the test suite's own (`WRITEGATE_TEST_`) are not counted.
  */
 export function unknownVariables(env: NodeJS.ProcessEnv = process.env): string[] {
   return Object.keys(env)
@@ -158,6 +163,8 @@ export function unknownVariables(env: NodeJS.ProcessEnv = process.env): string[]
         !(name in ENV_OVERRIDES) &&
         !OTHER_VARIABLES.has(name) &&
         !name.startsWith('WRITEGATE_TEST_') &&
+        // Secrets to inject may be named so (credentials.allowEnv).
+        !name.startsWith('WRITEGATE_CREDENTIAL_') &&
         !SERVICE_LINK_NAME.test(name),
     )
     .sort()

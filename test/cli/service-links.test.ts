@@ -32,6 +32,8 @@ t.test('writegate start with service-link variables starts, and names them once'
       WRITEGATE_INJECTOR_PORT_443_TCP_PROTO: 'tcp',
       // A typo: without a word, HTTPS interception would stay off.
       WRITEGATE_INJECTOR_TLS_CA_SECRT: 'writegate-ca',
+      WRITEGATE_CREDENTIAL_BILLING: 'a secret to inject',
+      WRITEGATE_HEALTH_PORT: '8080',
     }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
