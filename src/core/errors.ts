@@ -398,6 +398,12 @@ export const ERRORS = {
     'enrolled system limit reached',
     'A tenant may enrol 100 systems.',
   ),
+  systemsSizeLimit: def(
+    'systems_size_limit_reached',
+    409,
+    'enrolled systems size limit reached',
+    "A tenant's enrolled systems may hold 4 MiB of JSON together: every change re-sends all of them to every proxy of the tenant.",
+  ),
   toolTaken: def(
     'tool_taken',
     409,

@@ -21,6 +21,12 @@ const httpMethod = z.enum(HTTP_METHODS)
 /** Per-tenant limits (docs/proxy.md "Limits"): they bound a snapshot's size and the proxy's route walk. */
 export const SYSTEM_LIMITS = {
   systemsPerTenant: 100,
+  /**
+   * The JSON of all of a tenant's systems together. Every change rebuilds and re-sends the
+   * tenant's whole snapshot, on the control plane's one event loop: 15 MB of systems held
+   * every tenant's requests for 250 ms per change (found in review).
+   */
+  bytesPerTenant: 4 * 1024 * 1024,
   routesPerSystem: 500,
   toolsPerSystem: 100,
 } as const

@@ -132,11 +132,15 @@ export function createSystemService(deps: {
     }
     // Tools are called by name (POST /v1/check `tool`), so a name belongs to one system of the tenant.
     const names = new Set(d.tools.map((t) => t.name))
+    let bytes = Buffer.byteLength(JSON.stringify(d))
     for (const other of await stores.systems.list(tenantId)) {
       if (other.systemId === d.systemId) continue
+      bytes += Buffer.byteLength(JSON.stringify(other))
       const clash = other.tools.find((t) => names.has(t.name))
       if (clash) fail(ERRORS.toolTaken, { tool: clash.name, systemId: other.systemId })
     }
+    if (bytes > SYSTEM_LIMITS.bytesPerTenant)
+      fail(ERRORS.systemsSizeLimit, { limit: SYSTEM_LIMITS.bytesPerTenant, bytes })
   }
 
   async function current(stores: Stores, caller: SystemActor, systemId: string, ifVersion?: number) {

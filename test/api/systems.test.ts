@@ -413,6 +413,39 @@ t.test('limits: 100 systems per tenant, 500 routes per system', async (t) => {
   t.same([over.status, over.body.code, over.body.limit], [409, 'system_limit_reached', 100])
 })
 
+t.test("limits: a tenant's systems hold 4 MiB of JSON together (found in review)", async (t) => {
+  const { api } = await startControlPlane(t, 'fake')
+  const o = await api.newTenant()
+  // About 720 KB each: twelve tools with long descriptions in their params schemas.
+  const big = (n: number) =>
+    billing({
+      systemId: `sys_big${n}`,
+      credential: undefined,
+      tools: Array.from({ length: 12 }, (_, i) => ({
+        name: `tool_${n}_${i}`,
+        verb: 'verify',
+        method: 'POST',
+        pathTemplate: '/v1/x',
+        params: { type: 'object', description: 'd'.repeat(60_000) },
+      })),
+    })
+  for (let n = 0; n < 5; n++)
+    t.equal((await api.post('/v1/systems', big(n), { bearer: o.apiKey })).status, 201)
+  const over = await api.post('/v1/systems', big(5), { bearer: o.apiKey })
+  t.same([over.status, over.body.code, over.body.limit], [409, 'systems_size_limit_reached', 4 * 1024 * 1024])
+  const grown = await api.put(
+    '/v1/systems/sys_big0',
+    { ...big(0), routes: big(0).routes },
+    { bearer: o.apiKey },
+  )
+  t.equal(grown.status, 200, 'a system replaced is counted once')
+  t.equal(
+    (await api.get('/v1/systems', { bearer: o.apiKey })).body.systems.length,
+    5,
+    'nothing enrolled past it',
+  )
+})
+
 t.test('private upstreams are allowed by default in the embedded default (no Redis)', async (t) => {
   const embedded = await startControlPlane(t, 'fake')
   const o = await embedded.api.newTenant()
