@@ -6,10 +6,16 @@ export const HTTP_REPLAY_TOOL = '@http'
 
 /**
  * Request headers a staged request keeps for its replay: the protocol's own, without which an
- * MCP server cannot take the call (its session, its version, the answer types it needs). Never
- * a credential: nothing else the agent sent is kept.
+ * MCP server cannot take the call (its session, its version, the answer types it needs), and
+ * the body's content encoding, without which its gzip bytes would be sent as what they are not
+ * (found in review). Never a credential: nothing else the agent sent is kept.
  */
-export const REPLAYED_HEADERS = ['accept', 'mcp-session-id', 'mcp-protocol-version'] as const
+export const REPLAYED_HEADERS = [
+  'accept',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'content-encoding',
+] as const
 
 export interface HttpReplayParams {
   method: string

@@ -25,6 +25,7 @@ const action = z.object({
       method: z.string(),
       path: z.string(),
       contentType: z.string().nullable(),
+      contentEncoding: z.string().nullable().describe("The body's Content-Encoding as sent; null for none"),
       bodyEncoding: z.enum(['json', 'text', 'binary', 'none']),
       body: z.unknown(),
       bodyBytes: z.number().int(),

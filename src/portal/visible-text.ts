@@ -3,12 +3,14 @@ import { type Html, html } from './html.js'
 /**
  * Characters that change how text reads without showing themselves: bidirectional controls
  * (U+202E turns `acct_\u202E9999_eciffo` into "acct_office_9999"), zero-width characters, other
- * format and control characters, and line and paragraph separators.
+ * format and control characters, line and paragraph separators, every default-ignorable code
+ * point (browsers draw them as nothing: `dry\u2065_run` read as "dry_run", found in review), and
+ * unassigned ones (a later Unicode may make them any of these).
  */
-const HIDDEN_CLASS =
+export const HIDDEN_CLASS =
   // Format, control and separator characters; then blanks that are letters or symbols (Hangul
   // fillers, the braille blank), the combining grapheme joiner and variation selectors.
-  '[\\p{Cf}\\p{Cc}\\p{Zl}\\p{Zp}\\u115F\\u1160\\u3164\\uFFA0\\u2800\\u034F\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]'
+  '[\\p{Cf}\\p{Cc}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}\\p{Cn}\\u115F\\u1160\\u3164\\uFFA0\\u2800\\u034F\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]'
 const HIDDEN = new RegExp(HIDDEN_CLASS, 'u')
 const HIDDEN_ALL = new RegExp(HIDDEN_CLASS, 'gu')
 

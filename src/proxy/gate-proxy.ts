@@ -567,6 +567,10 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
             path: target.path,
             contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
             body,
+            // What the body's bytes are: replayed with them (forwarded as is on ALLOW too).
+            ...(typeof req.headers['content-encoding'] === 'string'
+              ? { headers: { 'content-encoding': req.headers['content-encoding'] } }
+              : {}),
           },
         ),
     }

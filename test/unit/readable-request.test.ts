@@ -64,3 +64,22 @@ t.test('JSON an upstream could read otherwise than JSON.parse is shown as its ex
     body: { amount: 1.5, a: { amount: 2 } },
   })
 })
+
+t.test('a byte-order mark is kept, to be marked, as the upstream gets it (found in review)', async (t) => {
+  const form = readableRequest(staged('application/x-www-form-urlencoded', Buffer.from('\uFEFFdry_run=true')))
+  t.match(form, { bodyEncoding: 'text', body: '\uFEFFdry_run=true' })
+  const json = readableRequest(staged('application/json', Buffer.from('\uFEFF{"a":1}')))
+  t.match(
+    json,
+    { bodyEncoding: 'text', body: '\uFEFF{"a":1}' },
+    'JSON many parsers refuse is not shown as a tree',
+  )
+})
+
+t.test('an encoded body is shown as what it is, not as text (found in review)', async (t) => {
+  const a = staged('application/json', Buffer.from('{"a":1}'))
+  ;(a.params as Record<string, unknown>).headers = { 'content-encoding': 'gzip' }
+  t.match(readableRequest(a), { bodyEncoding: 'binary', body: null, contentEncoding: 'gzip' })
+  ;(a.params as Record<string, unknown>).headers = { 'content-encoding': 'identity' }
+  t.match(readableRequest(a), { bodyEncoding: 'json', contentEncoding: 'identity' })
+})

@@ -1,9 +1,26 @@
 // writegate portal: the only script (CSP script-src 'self'; nothing inline). Everything an
 // agent sent reaches the page through textContent, never as markup.
 
+// The class of src/portal/visible-text.ts (a test holds them equal): characters that change how
+// text reads without showing themselves are shown as their code points, as the pages show them.
+const HIDDEN_CLASS =
+  '[\\p{Cf}\\p{Cc}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}\\p{Cn}\\u115F\\u1160\\u3164\\uFFA0\\u2800\\u034F\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]'
+const HIDDEN = new RegExp(HIDDEN_CLASS, 'gu')
+
 function cell(tr, text) {
   const td = document.createElement('td')
-  td.textContent = text === null || text === undefined || text === '' ? '—' : String(text)
+  const s = text === null || text === undefined || text === '' ? '—' : String(text)
+  let at = 0
+  for (const m of s.matchAll(HIDDEN)) {
+    td.append(s.slice(at, m.index))
+    const mark = document.createElement('span')
+    mark.className = 'hidden-char'
+    mark.title = 'a hidden character'
+    mark.textContent = `U+${m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`
+    td.append(mark)
+    at = m.index + m[0].length
+  }
+  td.append(s.slice(at))
   tr.appendChild(td)
 }
 

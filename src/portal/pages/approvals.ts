@@ -40,13 +40,14 @@ function requestView(a: PublicAction): Html {
       : r.bodyEncoding === 'text'
         ? html`<pre class="body" data-testid="body">${visible(String(r.body), { lines: true })}</pre>`
         : r.bodyEncoding === 'binary'
-          ? html`<p>Binary body, ${r.bodyBytes} bytes (not shown).</p>`
+          ? html`<p>${r.contentEncoding === null ? 'Binary' : 'Encoded'} body, ${r.bodyBytes} bytes (not shown).</p>`
           : html`<p>No body.</p>`
   return html`<dl class="facts">
 <dt>Method</dt><dd><code data-testid="method">${visible(r.method)}</code></dd>
 <dt>System</dt><dd>${a.systemId}</dd>
 <dt>Path</dt><dd><code data-testid="path">${visible(r.path)}</code></dd>
 <dt>Content type</dt><dd>${r.contentType === null ? '—' : visible(r.contentType)}</dd>
+${r.contentEncoding === null ? '' : html`<dt>Content encoding</dt><dd data-testid="encoding">${visible(r.contentEncoding)}</dd>`}
 </dl><h3>Body</h3>${body}`
 }
 
@@ -78,7 +79,7 @@ export function approvalPage(
     body: html`<section aria-labelledby="h-req"><h2 id="h-req">The write</h2>
 <dl class="facts"><dt>Action</dt><dd><code>${a.actionId}</code></dd>
 <dt>Verb</dt><dd>${a.verb}</dd><dt>Target</dt><dd>${a.target === null ? '—' : visible(a.target)}</dd>
-<dt>Environment</dt><dd>${a.environment ?? '—'}</dd>
+<dt>Environment</dt><dd>${a.environment === null ? '—' : visible(a.environment)}</dd>
 <dt>Agent</dt><dd>${a.principalId} (key ${a.keyId})</dd>
 <dt>Staged</dt><dd>${when(a.createdAt)} (receipt <a href="/portal/audit/receipts/${a.stagedReceiptId}">${a.stagedReceiptId}</a>)</dd>
 <dt>Expires</dt><dd>${when(a.expiresAt)}</dd></dl>

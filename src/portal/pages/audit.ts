@@ -3,6 +3,7 @@ import { type Html, html } from '../html.js'
 import { jsonTree } from '../json-tree.js'
 import { layout, when } from '../layout.js'
 import type { PortalSession } from '../portal-sessions.js'
+import { visible } from '../visible-text.js'
 
 export interface ReceiptQuery {
   kind?: string | undefined
@@ -31,8 +32,8 @@ function receiptRows(receipts: Receipt[]): Html {
     (
       r,
     ) => html`<tr><td><a href="/portal/audit/receipts/${r.receiptId}">${r.seq}</a></td><td>${when(r.createdAt)}</td>
-<td>${r.kind}</td><td>${r.decision ?? '—'}</td><td>${r.verb ?? '—'}</td><td>${r.target ?? '—'}</td>
-<td>${r.principalName ?? r.principalId ?? '—'}</td><td>${systemOf(r) ?? '—'}</td><td>${r.reason ?? '—'}</td></tr>`,
+<td>${r.kind}</td><td>${r.decision ?? '—'}</td><td>${r.verb ?? '—'}</td><td>${r.target === null ? '—' : visible(r.target)}</td>
+<td>${visible(r.principalName ?? r.principalId ?? '—')}</td><td>${systemOf(r) ?? '—'}</td><td>${r.reason ?? '—'}</td></tr>`,
   )}`
 }
 
