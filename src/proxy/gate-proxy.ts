@@ -234,6 +234,23 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     proxy.on('proxyReq', (proxyReq) => proxyReq.on('upgrade', onUnaskedUpgrade))
     proxy.on('proxyRes', (proxyRes, req, res) => {
       const r = req as Forwarded
+      // Node's client takes a status the server side throws on, outside any handler: one
+      // upstream answering `HTTP/1.1 000 X` or a control byte in its reason ended the process,
+      // the control plane with it in the embedded default (found in review).
+      if (!relayableStatus(proxyRes)) {
+        r.wgWithheld = true
+        proxyRes.destroy()
+        logger.warn(
+          { system: r.wgSystemId, status: proxyRes.statusCode },
+          'upstream answered a status that cannot be relayed',
+        )
+        sendJson(res, ERRORS.upstreamError.status, {
+          error: 'the upstream answered with a status that cannot be relayed',
+          code: ERRORS.upstreamError.code,
+          ...(r.wgReceipt ? { receiptId: r.wgReceipt } : {}),
+        })
+        return
+      }
       // An upstream response cut short (a body silent past the timeout, a reset) must cut the
       // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
       proxyRes.once('close', () => {
@@ -270,6 +287,19 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     })
     proxies.set(key, proxy)
     return proxy
+  }
+
+  /**
+   * Whether Node's server can write the upstream's status line: a code of three digits from 100
+   * (its client also takes 0 to 99), and a reason phrase without control bytes, which is blanked
+   * (Node then writes the standard one) rather than refused.
+   */
+  function relayableStatus(proxyRes: IncomingMessage): boolean {
+    const code = proxyRes.statusCode ?? 0
+    if (code < 100 || code > 999) return false
+    if (proxyRes.statusMessage && !/^[\t\x20-\x7e\x80-\xff]*$/.test(proxyRes.statusMessage))
+      proxyRes.statusMessage = ''
+    return true
   }
 
   /** What happens to an answer that carries back the injected credential (echo-guard.ts). */

@@ -1,0 +1,46 @@
+import { createServer, type Socket } from 'node:net'
+import t from 'tap'
+import { startBillingProxy } from '../helpers/billing-proxy.js'
+import { agentRequest } from '../helpers/proxy.js'
+import { billingSystems } from '../helpers/proxy-fixtures.js'
+
+/**
+ * Found in review: an upstream whose status line Node's client takes but its server refuses (a
+ * code under 100, a control byte in the reason) threw outside any handler, and the process
+ * ended: the control plane with it, in the embedded default. The agent gets a 502, the process
+ * serves on.
+ */
+t.test('an upstream status line the agent cannot be sent is refused, and the proxy serves on', async (t) => {
+  const lines = ['HTTP/1.1 000 X', 'HTTP/1.1 099 X', 'HTTP/1.1 200 O\x01K', 'HTTP/1.1 200 OK']
+  let next = 0
+  const sockets = new Set<Socket>()
+  const raw = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => {})
+    socket.once('data', () => {
+      const line = lines[next++ % lines.length] as string
+      socket.end(`${line}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok`)
+    })
+  })
+  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const s of sockets) s.destroy()
+    raw.close()
+  })
+  const { port } = raw.address() as { port: number }
+  const bench = await startBillingProxy(t, { systems: () => billingSystems(`http://127.0.0.1:${port}`) })
+  const read = () => agentRequest(bench.port, { method: 'GET', path: '/sys_billing/v1/report' })
+  for (const code of ['000', '099']) {
+    const r = await read()
+    t.same([r.status, r.json().code], [502, 'upstream_error'], `status ${code}`)
+  }
+  const blanked = await read()
+  t.same(
+    [blanked.status, blanked.body.toString()],
+    [200, 'ok'],
+    'a control byte in the reason: relayed without it',
+  )
+  const fine = await read()
+  t.same([fine.status, fine.body.toString()], [200, 'ok'], 'and the proxy still serves')
+  t.equal((await bench.api.get('/healthz')).status, 200, 'so does the control plane beside it')
+})
