@@ -48,7 +48,7 @@ import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
-import { relayRewritten } from './rewritten-response.js'
+import { relayRewritten, rewriteReadsBody } from './rewritten-response.js'
 import { sameAuthority } from './same-authority.js'
 import type { SystemCredentials } from './system-credentials.js'
 import type { TlsInterception } from './tls-interception.js'
@@ -256,7 +256,11 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       proxyRes.once('close', () => {
         if (!proxyRes.complete && !res.destroyed && !r.wgWithheld) res.destroy()
       })
-      if (r.wgEcho && !guardAnswer(proxyRes, req.method ?? '', r.wgEcho, echoGuard(r, res), !!r.wgRewrite))
+      // The rewrite refuses a compressed answer it reads; one it passes unread (an error, an
+      // empty answer) is judged here, or a gzipped echo of the credential reached the agent
+      // (found in review).
+      const judgedByRewrite = !!r.wgRewrite && rewriteReadsBody(proxyRes)
+      if (r.wgEcho && !guardAnswer(proxyRes, req.method ?? '', r.wgEcho, echoGuard(r, res), judgedByRewrite))
         return
       // Node keeps a connection whose answer says keep-alive, though the request said close:
       // not this one (see forward).

@@ -23,6 +23,15 @@ export interface RewriteOptions {
  * relayed: nothing the rewrite would have taken out may reach the agent by way of an answer
  * the proxy could not read. Error answers without JSON and empty answers pass unchanged.
  */
+/**
+ * Whether relayRewritten reads this answer's body (JSON or an event stream) and so judges its
+ * encoding itself; the other answers it passes unchanged, unread.
+ */
+export function rewriteReadsBody(proxyRes: IncomingMessage): boolean {
+  const type = String(proxyRes.headers['content-type'] ?? '')
+  return JSON_TYPE.test(type) || SSE_TYPE.test(type)
+}
+
 export function relayRewritten(
   proxyRes: IncomingMessage,
   res: ServerResponse,
