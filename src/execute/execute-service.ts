@@ -158,7 +158,7 @@ export function createExecuteService(deps: {
     let bodyText: string | null = null
     if (input.body !== undefined) {
       // JCS cannot fail here: the JSON parser refuses non-finite numbers and deep nesting
-      // (control/http/storable-json.ts), and an approval's body was already bound before it came.
+      // (core/storable-json.ts), and an approval's body was already bound before it came.
       bodyText = canonicalJson(input.body)
       if (Buffer.byteLength(bodyText) > EXECUTE_BODY_MAX_BYTES)
         fail(ERRORS.payloadTooLarge, { limit: EXECUTE_BODY_MAX_BYTES, field: 'body' })

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { isStorableString } from '../control/http/storable-json.js'
 import { ERRORS, type ErrorDef, WriteGateError } from '../core/errors.js'
+import { isStorableString } from '../core/storable-json.js'
 import { ClientLeft } from '../node-http/client-leaves.js'
 import { serviceUnavailable } from '../node-http/service-unavailable.js'
 import type { Html } from './html.js'

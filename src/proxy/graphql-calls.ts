@@ -12,6 +12,7 @@ import { fillText } from '../actions/param-template.js'
 import type { GraphqlBinding } from '../core/enrolled-system.js'
 import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
+import { unstorableStrings } from '../core/storable-json.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType, NOT_UTF8, READ_OTHERWISE, utf8Text } from './call-media-type.js'
 import { documentTextAmbiguity, literalAmbiguity, urlParameterAmbiguity } from './graphql-ambiguity.js'
@@ -289,6 +290,12 @@ export function readGraphqlRequest(req: {
       return { ok: false, problem: `a mutation sent by ${req.method}` }
     if (mutations.length + found.length > MAX_MUTATIONS)
       return { ok: false, problem: `a request holds at most ${MAX_MUTATIONS} mutation fields` }
+    // Arguments go into receipts (a target read off them): one Postgres cannot store would be
+    // forwarded and never logged (found in review).
+    for (const m of found) {
+      const unstorable = unstorableStrings(m.args)
+      if (unstorable !== null) return { ok: false, problem: `${m.field}: ${unstorable}` }
+    }
     for (const m of found) mutations.push(m)
   }
   return { ok: true, mutations, reads }

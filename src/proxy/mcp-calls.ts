@@ -2,6 +2,7 @@ import { fillText } from '../actions/param-template.js'
 import type { McpBinding } from '../core/enrolled-system.js'
 import { jsonAmbiguity } from '../core/json-ambiguity.js'
 import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
+import { unstorableStrings } from '../core/storable-json.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType, NOT_UTF8, READ_OTHERWISE, utf8Text } from './call-media-type.js'
 import { caseVariantOf } from './member-case.js'
@@ -91,6 +92,10 @@ export function readMcpRequest(req: { contentType: string; body: Buffer }): McpR
         }
       if (params.arguments !== undefined && !isObject(params.arguments))
         return { ok: false, problem: 'tools/call arguments must be an object' }
+      // Its name and arguments go into its receipt (a target read off them): one Postgres
+      // cannot store would be forwarded and never logged (found in review).
+      const unstorable = unstorableStrings({ name: params.name, arguments: params.arguments ?? {} })
+      if (unstorable !== null) return { ok: false, problem: `tools/call ${unstorable}` }
       calls.push({
         id: m.id as string | number,
         tool: params.name,

@@ -29,6 +29,29 @@ const targetOf = (body: string): unknown => {
   return call ? mapGraphqlCall(binding, call)?.target : 'no mutation'
 }
 
+t.test(
+  'a call holding a string Postgres cannot store is unreadable, not forwarded unlogged (found in review)',
+  async (t) => {
+    t.match(mcp(toolCall('{"repo":"a\\u0000b"}')), { ok: false, problem: /NUL/ })
+    t.match(
+      mcp('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t\\u0000","arguments":{}}}'),
+      {
+        ok: false,
+        problem: /NUL/,
+      },
+    )
+    t.match(mcp(toolCall('{"repo":"a b"}')), { ok: true })
+    const variable = JSON.stringify({
+      query: 'mutation($id: ID!){ closeIssue(id: $id) { id } }',
+      variables: { id: 'a\u0000b' },
+    })
+    t.match(graphql(variable), { ok: false, problem: /closeIssue: .*NUL/ })
+    const literal = JSON.stringify({ query: 'mutation{ closeIssue(id: "c\\u0000d") { id } }' })
+    t.match(graphql(literal), { ok: false, problem: /NUL/ })
+    t.match(graphql(JSON.stringify({ query: 'mutation{ closeIssue(id: "cd") { id } }' })), { ok: true })
+  },
+)
+
 t.test("GraphQL: a variable is the request's own, else its default, else absent", async (t) => {
   const close = (v: string, def = '') => `mutation($${v}: ID${def}) { closeIssue(id: $${v}) }`
   t.equal(targetOf(JSON.stringify({ query: close('id'), variables: { id: 'I_1' } })), 'I_1')

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import secureJson from 'secure-json-parse'
 import { ERRORS, WriteGateError } from '../../core/errors.js'
-import { isStorableString, unstorableJson } from './storable-json.js'
+import { isStorableString, unstorableJson } from '../../core/storable-json.js'
 
 /** JSON between systems is UTF-8 (RFC 8259 §8.1); bytes that are not are refused, never replaced. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true })

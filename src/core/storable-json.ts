@@ -1,4 +1,4 @@
-import { MAX_JSON_DEPTH } from '../../core/json-depth.js'
+import { MAX_JSON_DEPTH } from './json-depth.js'
 
 /**
  * What JSON may hold yet the system of record cannot: Postgres text refuses NUL, jsonb
@@ -22,6 +22,27 @@ export function unstorableJson(value: unknown): string | null {
           if (!isStorableString(k)) return 'keys may not contain NUL characters or unpaired surrogates'
           stack.push([item, depth + 1])
         }
+    }
+  }
+  return null
+}
+
+/**
+ * The strings alone (values and keys): what a proxy's call readers check of the arguments a
+ * receipt is read off, whose depth and numbers they bound themselves.
+ */
+export function unstorableStrings(value: unknown): string | null {
+  const stack: unknown[] = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (typeof v === 'string') {
+      if (!isStorableString(v)) return 'strings may not contain NUL characters or unpaired surrogates'
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, item] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
+        if (typeof k === 'string' && !isStorableString(k))
+          return 'keys may not contain NUL characters or unpaired surrogates'
+        stack.push(item)
+      }
     }
   }
   return null
