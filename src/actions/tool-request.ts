@@ -1,5 +1,6 @@
 import type { SystemTool } from '../core/enrolled-system.js'
 import { checkUpstreamPath, fillPathTemplate } from '../execute/upstream-url.js'
+import { bodyCarriesMethodOverride } from '../systems/method-override-query.js'
 
 export interface ToolRequest {
   method: string
@@ -40,5 +41,7 @@ export function toolRequest(tool: SystemTool, params: Record<string, unknown>): 
   }
   const verdict = checkUpstreamPath(path)
   if (!verdict.ok) return { ok: false, problem: `the tool's path is unsafe: ${verdict.problem}` }
+  if (bodyCarriesMethodOverride(body))
+    return { ok: false, problem: "the tool's body has a _method member (a method override)" }
   return { ok: true, method: tool.method, path, body }
 }

@@ -14,6 +14,7 @@ import type { AllowExtras, GatedWrites } from '../gate/gated-write.js'
 import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Keyring } from '../security/keyring.js'
+import { bodyCarriesMethodOverride } from '../systems/method-override-query.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 
 export interface CheckRequestBody {
@@ -83,6 +84,7 @@ export function createCheckService(deps: CheckDeps): CheckService {
         // No lease for a path /v1/execute would refuse to send (docs/execute.md "SSRF rules").
         const verdict = checkUpstreamPath(request.path)
         if (!verdict.ok) failUnsafePath(verdict.problem)
+        if (bodyCarriesMethodOverride(request.body)) fail(ERRORS.methodOverride)
         // Nor for a method it would never send: the binding is byte-exact, so `post` could never match.
         if (!(UPSTREAM_METHODS as readonly string[]).includes(request.method)) {
           fail(

@@ -16,6 +16,7 @@ import type { Logger } from '../observability/logger.js'
 import type { Keyring } from '../security/keyring.js'
 import type { Lease, Stores, SystemOfRecord } from '../store/ports/index.js'
 import type { CredentialResolver, Injection } from '../systems/credential-resolver.js'
+import { bodyCarriesMethodOverride } from '../systems/method-override-query.js'
 import type { SystemsRegistry } from '../systems/systems-registry.js'
 import { isTimeout, type UpstreamClient, type UpstreamOutcome, withholds } from './upstream-client.js'
 import { checkUpstreamPath, EXECUTE_PATH_PREFIX, failUnsafePath } from './upstream-url.js'
@@ -136,6 +137,7 @@ export function createExecuteService(deps: {
     // '/': a path sent over HTTP was just checked for /v1/; a replay is on the system's own path.
     const verdict = checkUpstreamPath(input.path, '/')
     if (!verdict.ok) failUnsafePath(verdict.problem)
+    if (bodyCarriesMethodOverride(input.body)) fail(ERRORS.methodOverride)
     if ((input.leaseId === undefined) === (input.token === undefined))
       fail(
         ERRORS.invalidRequest,

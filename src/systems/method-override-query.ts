@@ -36,3 +36,14 @@ export function carriesMethodOverride(pathWithQuery: string): boolean {
       return phpName(decoded).trim().toLowerCase() === '_method'
     })
 }
+
+/**
+ * Whether a JSON body has a top-level `_method` member (as the query is read): Laravel reads a
+ * JSON request's body as its parameters, and Symfony's method override reads `_method` there,
+ * so `POST {"_method":"DELETE"}` runs as the DELETE (found in review). /v1/check and
+ * /v1/execute parse the body and refuse it; gate-proxy streams bodies and cannot.
+ */
+export function bodyCarriesMethodOverride(body: unknown): boolean {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return false
+  return Object.keys(body).some((k) => phpName(k).trim().toLowerCase() === '_method')
+}

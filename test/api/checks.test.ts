@@ -838,6 +838,39 @@ t.test(
       )
       t.same([executed.status, executed.body.code], [400, 'method_override'], `execute ${path}`)
     }
+    // In a JSON body too: Laravel reads a JSON request's body as its parameters (found in review).
+    for (const body of [{ _method: 'DELETE' }, { ' .METHOD': 'delete', charge: 'ch_1' }]) {
+      const checked = await api.post(
+        '/v1/check',
+        { verb: 'verify', request: { systemId: 'sys_mcp', method: 'POST', path: '/v1/repos/prod', body } },
+        { bearer: tenant.apiKey },
+      )
+      t.same([checked.status, checked.body.code], [400, 'method_override'], `check ${JSON.stringify(body)}`)
+      const executed = await api.post(
+        '/v1/execute',
+        { systemId: 'sys_mcp', method: 'POST', path: '/v1/repos/prod', body, token: 'wgt_x' },
+        { bearer: tenant.apiKey },
+      )
+      t.same(
+        [executed.status, executed.body.code],
+        [400, 'method_override'],
+        `execute ${JSON.stringify(body)}`,
+      )
+    }
+    const nested = await api.post(
+      '/v1/check',
+      {
+        verb: 'verify',
+        request: {
+          systemId: 'sys_mcp',
+          method: 'POST',
+          path: '/v1/repos/prod',
+          body: { a: { _method: 'x' } },
+        },
+      },
+      { bearer: tenant.apiKey },
+    )
+    t.equal(nested.status, 200, 'a _method below the top level is data')
   },
 )
 
