@@ -77,7 +77,7 @@ export function compilePathPattern(source: string): PathPattern {
     else if (p.endsWith('/')) p = p.slice(0, -1)
     // A route is also its path with a format suffix (Rails routes `/v1/refunds.json` to
     // `/v1/refunds`) and with trailing dots or spaces (IIS drops them): otherwise such a path
-    // would escape the route to a broader one, or to none. Tried as at most three exact matches,
+    // would escape the route to a broader one, or to none. Tried as at most four exact matches,
     // not one expression with optional tails: after a trailing `{placeholder}` the two can
     // divide the same dots in every way, and an agent's long path of them backtracked for
     // seconds (found in review).
@@ -89,7 +89,13 @@ export function compilePathPattern(source: string): PathPattern {
       if (u) return u
     }
     const bare = withoutFormatSuffix(undotted)
-    return bare !== undotted ? regex.exec(bare) : null
+    if (bare === undotted) return null
+    const b = regex.exec(bare)
+    if (b) return b
+    // A route's own trailing dots are dropped (above), so the path's before the suffix go too:
+    // `/v1/x.` is `/v1/x..json`.
+    const bareUndotted = withoutTrailingDots(bare)
+    return bareUndotted !== bare ? regex.exec(bareUndotted) : null
   }
 
   return {
