@@ -6,6 +6,9 @@ import type { SnapshotSource } from '../store/ports/decision-state.js'
 import type { HotStore } from '../store/ports/hot-store.js'
 import type { DecisionStateSink } from './decision-state.js'
 
+/** Publishes raced by other processes before a change is left to the reconciler (503). */
+const MAX_PUBLISH_ATTEMPTS = 5
+
 export interface SnapshotPublisher extends DecisionStateSink {
   /** Publishes every tenant whose hot-store version is not the system of record's. */
   reconcile(): Promise<{ checked: number; published: number }>
@@ -47,17 +50,27 @@ export function createSnapshotPublisher(deps: {
     // restored from a backup (or failed over to a replica that lagged) while Redis kept its
     // data: a version the database never committed, and every change would be refused as
     // older, the kill switch included, while the API answered 2xx (found in review).
-    const held = await hot.version(tenantId)
-    if (held === null) return (await hot.publish(snap)) === 'published'
-    // Read again after `held`: a version published legitimately is committed before it.
-    const fresh = await source.read(tenantId, nowSeconds(clock))
-    if (!fresh || held <= fresh.version) return false
-    logger.warn(
-      { tenantId, hotVersion: held, version: fresh.version },
-      'the hot store was ahead of the database (restored?): its snapshot is replaced',
-    )
-    // Only over that very version: a change published meanwhile is not overwritten.
-    return (await hot.publish(fresh, held)) === 'published'
+    // Another process may replace the same held version first, with a read older than this
+    // one's (found in review): tried again until the hot store holds the database's version or
+    // a later one, else the change is not acknowledged (publish_pending).
+    for (let attempt = 0; attempt < MAX_PUBLISH_ATTEMPTS; attempt++) {
+      const held = await hot.version(tenantId)
+      // Read again after `held`: a version published legitimately is committed before it.
+      const fresh = await source.read(tenantId, nowSeconds(clock))
+      if (!fresh) return false
+      if (held !== null && held === fresh.version) return false
+      if (held === null || held < fresh.version) {
+        if ((await hot.publish(fresh)) === 'published') return true
+        continue
+      }
+      logger.warn(
+        { tenantId, hotVersion: held, version: fresh.version },
+        'the hot store was ahead of the database (restored?): its snapshot is replaced',
+      )
+      // Only over that very version: a change published meanwhile is not overwritten.
+      if ((await hot.publish(fresh, held)) === 'published') return true
+    }
+    throw new Error(`the hot store's snapshot of ${tenantId} could not be brought to the database's`)
   }
 
   const publisher: SnapshotPublisher = {

@@ -98,3 +98,46 @@ t.test(
     t.equal(prepared.length, 1, 'not while the hot store holds the tenant')
   },
 )
+
+t.test(
+  'raced by another replacement with an older read, a change still lands its version (found in review)',
+  async (t) => {
+    const memory = createMemoryHotStore()
+    await memory.publish(emptySnapshot('ten_a', 91, 1))
+    let raced = false
+    const hot = {
+      ...memory,
+      // Another control plane replaces the same held version first, with the 89 it read earlier.
+      publish: async (snap: Parameters<typeof memory.publish>[0], over?: number) => {
+        if (over !== undefined && !raced) {
+          raced = true
+          await memory.publish(emptySnapshot('ten_a', 89, 1), over)
+        }
+        return memory.publish(snap, over)
+      },
+    }
+    const publisher = createSnapshotPublisher({
+      source: sourceAt('ten_a', { version: 90 }),
+      hot,
+      clock: systemClock,
+      logger: createLogger('silent'),
+    })
+    await publisher.changed('ten_a')
+    t.ok(raced)
+    t.equal(await memory.version('ten_a'), 90, 'the committed version, not the older one the race left')
+  },
+)
+
+t.test('a change that cannot land its version is not acknowledged', async (t) => {
+  const memory = createMemoryHotStore()
+  await memory.publish(emptySnapshot('ten_a', 91, 1))
+  // A hot store that never takes it (each attempt raced).
+  const hot = { ...memory, publish: async () => 'older' as const }
+  const publisher = createSnapshotPublisher({
+    source: sourceAt('ten_a', { version: 90 }),
+    hot,
+    clock: systemClock,
+    logger: createLogger('silent'),
+  })
+  await t.rejects(publisher.changed('ten_a'), /could not be brought to the database's/)
+})
