@@ -114,7 +114,12 @@ export class ExportVerifier {
    * exporter writes is that long, and holding one whole to parse it would take memory without end.
    */
   lineTooLong(maxBytes: number): ExportVerdict {
-    if (!this.#failure) this.#fail('malformed', `line ${this.#line + 1} is longer than ${maxBytes} bytes`)
+    // The line that fails is the one not yet read.
+    if (!this.#failure)
+      this.#failure = {
+        ...this.#fail('malformed', `line ${this.#line + 1} is longer than ${maxBytes} bytes`),
+        line: this.#line + 1,
+      }
     return this.finish()
   }
 

@@ -19,8 +19,10 @@ const PATH_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/
 const QUERY_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*$/
 
 /**
- * A path as it goes out: each character a URL cannot carry raw (a space, `"`, `<`, `{`, a byte
- * over 0x7f…) percent-encoded, as http-proxy-3 sends it; the rest, escapes included, as is.
+ * A path as a replay sends it: each character the rules below refuse raw (a space, `"`, `<`,
+ * `{`, a byte over 0x7f…) percent-encoded, the rest, escapes included, as is. http-proxy-3
+ * encodes the same on ALLOW, except `[ ] ^ |` (and in the query `` ` { } ``), which it
+ * leaves raw: for those the replay's spelling differs, the decoded path does not.
  * A proxy-staged write is replayed by this path, which the rules below accept where they
  * refuse the raw one (found in review: such a write was staged and could never be approved).
  */

@@ -72,6 +72,7 @@ t.test(
     t.match(verdict.failure, {
       reason: 'malformed',
       message: `line 3 is longer than ${MAX_LINE_BYTES} bytes`,
+      line: 3,
     })
     t.ok(read <= MAX_LINE_BYTES + 1024 * 1024, `stopped reading at the cap (${read} bytes read)`)
     // A line within the cap that is split over many chunks is still read as one.
