@@ -107,21 +107,21 @@ t.test('MCP tool calls through gate-proxy', async (t) => {
     t.notOk(mcp.executed.includes('delete_repository:acme/api'))
   })
 
-  t.test('an argument holding NUL is decided and its receipt reaches the audit log intact', async (t) => {
-    // Postgres text cannot hold NUL: the receipt body is stored as its JCS text, where NUL is
-    // escaped, so such a receipt must not jam the drain for the receipts after it.
-    const r = await client.callTool({
-      name: 'create_issue',
-      arguments: { repo: 'acme\u0000api', title: 'x' },
-    })
-    t.same(r.content, [{ type: 'text', text: 'created "x" in acme\u0000api' }])
+  t.test('an argument holding NUL is refused unread, and the log moves on (found in review)', async (t) => {
+    // Its receipt (the target read off it) could not be stored in Postgres: decided and
+    // forwarded, the write went out and its receipt stayed in the drain's stream for ever.
+    const before = toolCalls()
+    await t.rejects(
+      client.callTool({ name: 'create_issue', arguments: { repo: 'acme\u0000api', title: 'x' } }),
+      /unreadable_call|NUL/,
+    )
+    t.equal(toolCalls(), before, 'the server never sees it')
     const after = await client.callTool({
       name: 'create_issue',
       arguments: { repo: 'acme/after', title: 'y' },
     })
     t.same(after.content, [{ type: 'text', text: 'created "y" in acme/after' }])
-    const [nul, next] = (await receipts()).slice(-2)
-    t.match(nul, { decision: 'ALLOW', target: 'acme\u0000api' })
+    const [next] = (await receipts()).slice(-1)
     t.match(next, { decision: 'ALLOW', target: 'acme/after' }, 'the log moved on')
   })
 
