@@ -4,7 +4,12 @@ import { z } from 'zod'
 import { ConfigError } from '../config/load.js'
 import { loadSystemsFile } from '../config/systems.js'
 import { canonicalJson } from '../core/jcs.js'
-import { type SystemDefinition, systemSchema } from '../systems/system-definition.js'
+import {
+  type SystemDefinition,
+  systemDefinitionShape,
+  systemIdSchema,
+  systemSchema,
+} from '../systems/system-definition.js'
 import { UsageError } from './arguments.js'
 import type { CommandIo } from './commands.js'
 
@@ -107,9 +112,16 @@ async function read<T>(api: ApiTarget, path: string, shape: z.ZodType<T>): Promi
   return r.data
 }
 
+/**
+ * What the control plane holds, read by its shape only: a system enrolled before a check this
+ * CLI knows (a route an earlier one covers, say) is still exported, and replaced by a file that
+ * mends it, instead of stopping both.
+ */
+const enrolledSchema = z.object({ systemId: systemIdSchema, ...systemDefinitionShape }).strict()
+
 /** A definition as the schema fills it in (defaults included), so equal meanings compare equal. */
-function normal(d: unknown): SystemDefinition {
-  const r = systemSchema.safeParse(d)
+function normal(d: unknown, schema: z.ZodType<SystemDefinition, unknown> = systemSchema): SystemDefinition {
+  const r = schema.safeParse(d)
   if (r.success) return r.data
   // An enrolled system this CLI cannot read (a newer control plane's, say): named, with where.
   const issue = r.error.issues[0]
@@ -119,22 +131,25 @@ function normal(d: unknown): SystemDefinition {
   )
 }
 
-function definitionOf(s: SystemDefinition | Enrolled): SystemDefinition {
+function definitionOf(s: SystemDefinition | Enrolled, enrolled = false): SystemDefinition {
   const { systemId, kind, upstream, credential, baseUrlEnv, reads, routes, tools } = s
   const g = s as Partial<SystemDefinition>
-  return normal({
-    systemId,
-    kind,
-    upstream,
-    ...(credential ? { credential } : {}),
-    ...(g.caBundle ? { caBundle: g.caBundle } : {}),
-    ...(baseUrlEnv ? { baseUrlEnv } : {}),
-    reads,
-    routes,
-    tools,
-    ...(g.mcp ? { mcp: g.mcp } : {}),
-    ...(g.graphql ? { graphql: g.graphql } : {}),
-  })
+  return normal(
+    {
+      systemId,
+      kind,
+      upstream,
+      ...(credential ? { credential } : {}),
+      ...(g.caBundle ? { caBundle: g.caBundle } : {}),
+      ...(baseUrlEnv ? { baseUrlEnv } : {}),
+      reads,
+      routes,
+      tools,
+      ...(g.mcp ? { mcp: g.mcp } : {}),
+      ...(g.graphql ? { graphql: g.graphql } : {}),
+    },
+    enrolled ? enrolledSchema : systemSchema,
+  )
 }
 
 function changedFields(a: SystemDefinition, b: SystemDefinition): string[] {
@@ -186,7 +201,7 @@ export async function systemsApplyCommand(
         steps.push(() => call(api, 'POST', '/v1/systems', want))
         continue
       }
-      const changed = changedFields(definitionOf(have), want)
+      const changed = changedFields(definitionOf(have, true), want)
       if (changed.length === 0) {
         lines.push(`= ${s.systemId} (unchanged, version ${have.version})`)
         continue
@@ -240,7 +255,7 @@ export async function systemsExportCommand(
   const api = apiTarget(options, env)
   try {
     const { systems } = (await read(api, '/v1/systems', systemsAnswer)) as unknown as { systems: Enrolled[] }
-    io.stdout(stringify({ systems: systems.map(definitionOf) }))
+    io.stdout(stringify({ systems: systems.map((s) => definitionOf(s, true)) }))
     return 0
   } catch (err) {
     if (err instanceof ApiError) {

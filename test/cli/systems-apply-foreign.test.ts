@@ -111,3 +111,28 @@ t.test('a ZodError that reaches the top prints its first issue, not `[`', async 
   const parsed = z.object({ a: z.object({ b: z.string() }) }).safeParse({ a: { b: 1 } })
   t.match(describeFailure(parsed.error), /^a\.b: Invalid input: expected string/)
 })
+
+// Found in review of this change: enrolment now refuses a route an earlier one covers; a
+// system enrolled before that must still export, and be mended by apply, not stop both.
+t.test('a system enrolled before a newer check is exported and mended, not refused', async (t) => {
+  const enrolled = {
+    systemId: 'sys_a',
+    version: 3,
+    upstream: 'https://billing.example.com',
+    reads: 'pass',
+    routes: [
+      { method: 'POST', path: '/v1/*', verb: 'verify' },
+      { method: 'POST', path: '/v1/refunds', verb: 'refund' },
+    ],
+    tools: [],
+  }
+  const url = await fakeServer(t, (p) =>
+    p === '/v1/me' ? json({ tenantId: 'ten_a' }) : json({ systems: [enrolled] }),
+  )
+  const exported = await run(systemsExportCommand, url)
+  t.equal(exported.code, 0, exported.err)
+  t.match(exported.out, /path: \/v1\/refunds/)
+  const applied = await run(systemsApplyCommand, url)
+  t.equal(applied.code, 0, applied.err)
+  t.match(applied.out, /~ sys_a \(update routes/)
+})
