@@ -293,19 +293,6 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     return proxy
   }
 
-  /**
-   * Whether Node's server can write the upstream's status line: a code of three digits from 100
-   * (its client also takes 0 to 99), and a reason phrase without control bytes, which is blanked
-   * (Node then writes the standard one) rather than refused.
-   */
-  function relayableStatus(proxyRes: IncomingMessage): boolean {
-    const code = proxyRes.statusCode ?? 0
-    if (code < 100 || code > 999) return false
-    if (proxyRes.statusMessage && !/^[\t\x20-\x7e\x80-\xff]*$/.test(proxyRes.statusMessage))
-      proxyRes.statusMessage = ''
-    return true
-  }
-
   /** What happens to an answer that carries back the injected credential (echo-guard.ts). */
   function echoGuard(r: Forwarded, res: ServerResponse) {
     const withheld = (reason: WithheldReason, header?: string) => {
@@ -950,3 +937,16 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
 /** OpenSSL's and Node's codes for an upstream certificate that does not verify. */
 const CERTIFICATE_ERRORS =
   /^(CERT_|UNABLE_TO_(GET_ISSUER|VERIFY_LEAF|DECRYPT_CERT)|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_CERT_ALTNAME_INVALID|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/
+
+/**
+ * Whether Node's server can write the upstream's status line: a code of three digits from 100
+ * (its client also takes 0 to 99), and a reason phrase without control bytes, which is blanked
+ * (Node then writes the standard one) rather than refused.
+ */
+function relayableStatus(proxyRes: IncomingMessage): boolean {
+  const code = proxyRes.statusCode ?? 0
+  if (code < 100 || code > 999) return false
+  if (proxyRes.statusMessage && !/^[\t\x20-\x7e\x80-\xff]*$/.test(proxyRes.statusMessage))
+    proxyRes.statusMessage = ''
+  return true
+}

@@ -201,6 +201,20 @@ function anyPorts(script: string): string {
   return script.replace(/\b(WRITEGATE_(?:PORT|PROXY_PORT|METRICS_PORT|INJECTOR_PORT))=\d+/g, '$1=0')
 }
 
+/** A Postgres database of the test's own, and a Redis key prefix whose keys go when it ends. */
+async function backends(t: Test) {
+  const db = await openTestDatabase('postgres', { migrate: false })
+  t.teardown(() => db.close())
+  const prefix = `wgdocs${randomBytes(4).toString('hex')}:`
+  const redis = new Redis(TEST_REDIS_URL)
+  t.teardown(async () => {
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    redis.disconnect()
+  })
+  return { db, prefix }
+}
+
 /** A settings file of the repository's defaults with a Redis key prefix of this test's own. */
 function settingsWithPrefix(dir: string, prefix: string): string {
   const file = join(dir, 'writegate.yaml')
@@ -236,15 +250,7 @@ t.test(
 
 t.test('every printed `npx writegate` command runs as printed', async (t) => {
   const cases = PRINTED.filter((p) => p.segment.argv[0] === 'npx')
-  const db = await openTestDatabase('postgres', { migrate: false })
-  t.teardown(() => db.close())
-  const prefix = `wgdocs${randomBytes(4).toString('hex')}:`
-  const redis = new Redis(TEST_REDIS_URL)
-  t.teardown(async () => {
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    redis.disconnect()
-  })
+  const { prefix } = await backends(t)
   const known = new Set(COMMANDS.map((c) => c.name.split(' ')[0]))
   await inPairs(cases, async (p) => {
     const [, , command, ...rest] = p.segment.argv
@@ -315,15 +321,7 @@ t.test('every printed `npx writegate` command runs as printed', async (t) => {
 t.test('every printed npm command runs, or names what the checkout has', async (t) => {
   const cases = PRINTED.filter((p) => p.segment.argv[0] === 'npm')
   t.ok(cases.some((p) => p.segment.argv[1] === 'start'))
-  const db = await openTestDatabase('postgres', { migrate: false })
-  t.teardown(() => db.close())
-  const prefix = `wgdocs${randomBytes(4).toString('hex')}:`
-  const redis = new Redis(TEST_REDIS_URL)
-  t.teardown(async () => {
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    redis.disconnect()
-  })
+  const { db, prefix } = await backends(t)
   for (const p of cases) {
     const [, verb, script] = p.segment.argv
     const what = `${p.page}: ${p.line}`
@@ -431,15 +429,7 @@ t.test("the README's control plane and gate-proxy run side by side on one machin
     return { to, script: rewritten, env }
   }
 
-  const db = await openTestDatabase('postgres', { migrate: false })
-  t.teardown(() => db.close())
-  const prefix = `wgdocs${randomBytes(4).toString('hex')}:`
-  const redis = new Redis(TEST_REDIS_URL)
-  t.teardown(async () => {
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    redis.disconnect()
-  })
+  const { db, prefix } = await backends(t)
   const dir = sandbox()
   const master = join(dir, 'master.key')
   const audit = join(dir, 'audit.pem')

@@ -9,6 +9,7 @@ import { stringify } from 'yaml'
 import { z } from 'zod'
 import { describeFailure } from '../../src/cli/failure.js'
 import { systemsApplyCommand, systemsExportCommand } from '../../src/cli/systems-apply.js'
+import { recordedIo } from '../helpers/cli.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'wg-apply-foreign-'))
 const systemsFile = join(dir, 'systems.yaml')
@@ -42,19 +43,16 @@ async function fakeServer(
 }
 
 async function run(command: typeof systemsApplyCommand, url: string) {
-  let out = ''
-  let err = ''
-  const io = {
-    stdout: (s: string) => (out += s),
-    stderr: (s: string) => (err += s),
-    stderrIsTty: false,
-    stdin: process.stdin,
-  }
+  const { io, out, err } = recordedIo()
   const code = await command({ url, file: systemsFile }, io, { WRITEGATE_API_KEY: 'wg_test_key' })
-  return { code, out, err }
+  return { code, out: out(), err: err() }
 }
 
 const json = (v: unknown) => ({ type: 'application/json', body: JSON.stringify(v) })
+
+/** A control plane of tenant ten_a that holds `enrolled`. */
+const holding = (t: Test, enrolled: Record<string, unknown>) =>
+  fakeServer(t, (p) => (p === '/v1/me' ? json({ tenantId: 'ten_a' }) : json({ systems: [enrolled] })))
 const html = { type: 'text/html', body: '<!doctype html><title>Sign in</title>' }
 
 // Found in review: these printed `writegate: Cannot read properties of undefined (reading 'map')`.
@@ -97,9 +95,7 @@ t.test('an enrolled system this CLI cannot read is named, with where and why', a
     kind: 'grpc',
     routes: [{ method: 'POST', path: '/v1/refunds', verb: 'refund' }],
   }
-  const url = await fakeServer(t, (p) =>
-    p === '/v1/me' ? json({ tenantId: 'ten_a' }) : json({ systems: [enrolled] }),
-  )
+  const url = await holding(t, enrolled)
   for (const command of [systemsApplyCommand, systemsExportCommand]) {
     const r = await run(command, url)
     t.equal(r.code, 1)
@@ -126,9 +122,7 @@ t.test('a system enrolled before a newer check is exported and mended, not refus
     ],
     tools: [],
   }
-  const url = await fakeServer(t, (p) =>
-    p === '/v1/me' ? json({ tenantId: 'ten_a' }) : json({ systems: [enrolled] }),
-  )
+  const url = await holding(t, enrolled)
   const exported = await run(systemsExportCommand, url)
   t.equal(exported.code, 0, exported.err)
   t.match(exported.out, /path: \/v1\/refunds/)

@@ -7,6 +7,7 @@ import t from 'tap'
 import { parse, stringify } from 'yaml'
 import { systemsApplyCommand, systemsExportCommand } from '../../src/cli/systems-apply.js'
 import { createInterceptionCa } from '../../src/tls/interception-ca.js'
+import { recordedIo } from '../helpers/cli.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 
 const root = join(import.meta.dirname, '..', '..')
@@ -38,16 +39,9 @@ t.test('writegate systems apply / export against a running control plane', async
     command = systemsApplyCommand,
     apiKey = tenant.apiKey,
   ) => {
-    let out = ''
-    let err = ''
-    const io = {
-      stdout: (s: string) => (out += s),
-      stderr: (s: string) => (err += s),
-      stderrIsTty: false,
-      stdin: process.stdin,
-    }
+    const { io, out, err } = recordedIo()
     const code = await command({ url, ...options }, io, { ...env, WRITEGATE_API_KEY: apiKey })
-    return { code, out, err }
+    return { code, out: out(), err: err() }
   }
 
   t.test('creates, then changes nothing the second time', async (t) => {

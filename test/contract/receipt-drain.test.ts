@@ -40,6 +40,22 @@ async function allDrainedInOrder(
   t.equal(await (hot.receiptQueue as ReceiptQueue).backlog([tenantId]), 0, 'nothing left in the stream')
 }
 
+/** A drain of one tenant whose first acknowledgement fails (Redis timing out, or lost after the commit). */
+function drainFailingFirstAck(queue: ReceiptQueue, sor: SystemOfRecord, tenant: () => string) {
+  let acks = 0
+  return createReceiptDrain({
+    queue: {
+      ...queue,
+      ack: (...args) => (++acks === 1 ? Promise.reject(new Error('Command timed out')) : queue.ack(...args)),
+    },
+    sor,
+    audit: createDirectAuditLog(sor),
+    logger: createLogger('silent'),
+    consumer: 'd1',
+    tenantIds: async () => [tenant()],
+  })
+}
+
 async function queueReceipts(hot: HotStore, tenantId: string, n: number): Promise<string[]> {
   const ids: string[] = []
   for (let i = 0; i < n; i++) {
@@ -460,20 +476,8 @@ t.test(
     t.teardown(() => tdb.close())
     const real = createSystemOfRecord(tdb.db)
     const queue = hot.receiptQueue as ReceiptQueue
-    let acks = 0
-    const drain = createReceiptDrain({
-      queue: {
-        ...queue,
-        // The first acknowledgement fails (Redis timing out) while the next batch is stored.
-        ack: (...args) =>
-          ++acks === 1 ? Promise.reject(new Error('Command timed out')) : queue.ack(...args),
-      },
-      sor: real,
-      audit: createDirectAuditLog(real),
-      logger: createLogger('silent'),
-      consumer: 'd1',
-      tenantIds: async () => [ten],
-    })
+    // The first acknowledgement fails (Redis timing out) while the next batch is stored.
+    const drain = drainFailingFirstAck(queue, real, () => ten)
     const ten = newId('tenant')
     await hot.publish(snapshot(ten))
     const ids = await queueReceipts(hot, ten, 1_250)
@@ -553,20 +557,8 @@ t.test(
         },
       },
     })
-    let acks = 0
-    const drain = createReceiptDrain({
-      queue: {
-        ...queue,
-        // The first acknowledgement is lost after the commit (a crash, a Redis blip).
-        ack: (...args) =>
-          ++acks === 1 ? Promise.reject(new Error('Command timed out')) : queue.ack(...args),
-      },
-      sor: real,
-      audit: createDirectAuditLog(real),
-      logger: createLogger('silent'),
-      consumer: 'd1',
-      tenantIds: async () => [ten],
-    })
+    // The first acknowledgement is lost after the commit (a crash, a Redis blip).
+    const drain = drainFailingFirstAck(queue, real, () => ten)
     await t.rejects(drain.drainAll(), /Command timed out/)
     t.ok(await real.stores.actions.get(ten, actionId), 'the action is pending')
     // Approved (or dismissed): an approval removes the pending action as it claims it.

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
+import type { CommandIo } from '../../src/cli/commands.js'
 
 export const ROOT = join(import.meta.dirname, '..', '..')
 /** What `npx writegate` runs (package.json "bin"). */
@@ -56,4 +57,24 @@ export async function inPairs<T, R>(items: readonly T[], fn: (item: T) => Promis
   const out: R[] = []
   for (let i = 0; i < items.length; i += 2) out.push(...(await Promise.all(items.slice(i, i + 2).map(fn))))
   return out
+}
+
+/** A command's io for an in-process run: what it prints to stdout and stderr, recorded. */
+export function recordedIo(): { io: CommandIo; out: () => string; err: () => string } {
+  let out = ''
+  let err = ''
+  return {
+    io: {
+      stdout: (s: string) => {
+        out += s
+      },
+      stderr: (s: string) => {
+        err += s
+      },
+      stderrIsTty: false,
+      stdin: process.stdin,
+    },
+    out: () => out,
+    err: () => err,
+  }
 }
