@@ -34,10 +34,24 @@ export function keepChunked(req: IncomingMessage): void {
   if (req.headers['content-length'] !== undefined) delete req.headers['content-length']
 }
 
+/**
+ * Why a request's framing cannot be forwarded, or null. Node's parser reads a body as chunked
+ * only when the last coding is `chunked`, and ignores an empty or blank Transfer-Encoding (the
+ * body then goes by its Content-Length); an upstream may read either otherwise. So the one
+ * Transfer-Encoding taken is `chunked` itself: an empty one once sent a body upstream with no
+ * framing at all, a denied write smuggled inside an allowed one (found in review).
+ */
+export function framingProblem(headers: IncomingHttpHeaders): string | null {
+  const te = headers['transfer-encoding']
+  if (te === undefined || te.trim().toLowerCase() === 'chunked') return null
+  return 'Transfer-Encoding other than chunked'
+}
+
 /** Marks a request whose body goes upstream as it arrives, chunked, for `keepChunked`. */
 export function markChunked(req: IncomingMessage, read: Buffer | undefined): void {
-  const te = req.headers['transfer-encoding']
-  if (!read && te !== undefined) (req as IncomingMessage & { wgChunked?: string }).wgChunked = te
+  // Forwarded as the one value `framingProblem` lets through, never the agent's own spelling.
+  if (!read && req.headers['transfer-encoding'] !== undefined)
+    (req as IncomingMessage & { wgChunked?: string }).wgChunked = 'chunked'
 }
 
 /** Whether a request says it carries a body: a Transfer-Encoding, or a Content-Length above 0. */

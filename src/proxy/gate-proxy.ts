@@ -31,6 +31,7 @@ import {
   BODY_READ_BY_EVERY_SERVER,
   carriesBody,
   frameBody,
+  framingProblem,
   keepChunked,
   markChunked,
   SENDING_PASS,
@@ -545,6 +546,8 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (target.def === ERRORS.misdirectedRequest) deps.metrics.tlsRefused('host_mismatch')
       return sendRefusal(res, target.def, target.error)
     }
+    const framing = framingProblem(req.headers)
+    if (framing) return sendRefusal(res, ERRORS.invalidRequest, `refused framing: ${framing}`)
     const tenant = deps.identity.current()
     // Until the key resolves, which systems exist cannot be told: every request fails closed.
     if (!tenant) return failClosed(res, 'no_identity')

@@ -91,6 +91,60 @@ t.test('no framing an agent sends gets a body past the gate as a request of its 
       t.equal(got[0]?.body.toString('utf8'), SMUGGLED, `${method}, ${shape}: with its body whole, as a body`)
     }
   }
+
+  // A Transfer-Encoding Node's parser ignores (empty, blank) or reads as chunked while an
+  // upstream may not (another spelling, other codings): refused before anything is decided. An
+  // empty one beside a Content-Length once went upstream with neither, the body unframed: the
+  // next agent's allowed write carried a denied one, credential and all (found in review).
+  const raw = (te: string, rest: string) =>
+    new Promise<string>((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () =>
+        s.write(`POST /sys_billing/v1/anything HTTP/1.1\r\nHost: up\r\nTransfer-Encoding:${te}\r\n${rest}`),
+      )
+      let text = ''
+      s.on('data', (d) => {
+        text += d
+      })
+      s.on('error', reject)
+      s.on('close', () => resolve(text))
+      s.setTimeout(15_000, () => s.destroy(new Error(`TE ${JSON.stringify(te)}: no answer`)))
+    })
+  const start = SMUGGLED.slice(0, 60)
+  for (const te of [
+    ' ',
+    '\t',
+    '',
+    ' gzip, chunked',
+    ' identity, chunked',
+    ' ,chunked',
+    ' chunked, identity',
+  ]) {
+    const before = fleet.upstream.received.length
+    const answer = await raw(te, `Content-Length: ${start.length}\r\n\r\n${start}`)
+    t.match(answer, /^HTTP\/1\.1 400 /, `TE ${JSON.stringify(te)} with a Content-Length: 400`)
+    t.match(answer, /"code":"invalid_request"/, `TE ${JSON.stringify(te)}: invalid_request`)
+    // A write after it, as another agent of the proxy would send.
+    t.equal(await send(port, 'POST', { 'content-length': String(SMUGGLED.length) }), 200)
+    await new Promise((r) => setTimeout(r, 50))
+    t.same(
+      fleet.upstream.received.slice(before).map((g) => `${g.method} ${g.url}`),
+      ['POST /v1/anything'],
+      `TE ${JSON.stringify(te)}: only the next write reached the upstream`,
+    )
+  }
+  // `chunked` in another case is chunked to every parser: forwarded, as `chunked`.
+  const before = fleet.upstream.received.length
+  const chunked = `${SMUGGLED.length.toString(16)}\r\n${SMUGGLED}\r\n0\r\n\r\n`
+  const upper = await raw(' CHUNKED', `Connection: close\r\n\r\n${chunked}`)
+  t.match(upper, /^HTTP\/1\.1 200 /, 'TE CHUNKED: forwarded')
+  const got = fleet.upstream.received.slice(before)
+  t.same(
+    got.map((g) => `${g.method} ${g.url}`),
+    ['POST /v1/anything'],
+  )
+  t.equal(got[0]?.body.toString('utf8'), SMUGGLED, 'with its body whole')
+  t.equal(got[0]?.headers['transfer-encoding'], 'chunked', "framed as chunked, not in the agent's spelling")
+
   t.notOk(
     fleet.upstream.received.some((g) => g.url === '/v1/refunds'),
     'the denied refund never reached the upstream',
