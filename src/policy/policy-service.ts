@@ -70,16 +70,21 @@ export function createPolicyService(deps: {
     return p
   }
 
-  /** Validates, merges and writes one layer, with its POLICY_UPDATE receipt, then publishes. */
+  /**
+   * Validates, merges and writes one layer, with its POLICY_UPDATE receipt, then publishes.
+   * The answer is read in the same transaction: read after it, a concurrent PUT's version
+   * could be answered instead of this one's (found in review).
+   */
   async function put(
     caller: KeyCaller,
     scope: PolicyScope,
     scopeKey: string,
     body: unknown,
     extra: Record<string, unknown>,
-  ): Promise<void> {
+    view: (stores: Stores) => Promise<PolicyObject>,
+  ): Promise<PolicyObject> {
     const sent = unwrapBody(body)
-    await changes.apply(caller.tenantId, async (stores, stateVersion) => {
+    return changes.apply(caller.tenantId, async (stores, stateVersion) => {
       const at = nowSeconds(clock)
       let principal: Principal | null = null
       if (scope === 'principal') {
@@ -127,6 +132,7 @@ export function createPolicyService(deps: {
           },
         }),
       ])
+      return view(stores)
     })
   }
 
@@ -176,28 +182,25 @@ export function createPolicyService(deps: {
 
   return {
     getTenant: (caller) => tenantView(sor.stores, caller),
-    async putTenant(caller, body) {
-      await put(caller, 'tenant', '', body, {})
-      return tenantView(sor.stores, caller)
-    },
+    putTenant: (caller, body) => put(caller, 'tenant', '', body, {}, (stores) => tenantView(stores, caller)),
     async getEnvironment(caller, env) {
       return environmentView(sor.stores, caller, environmentOf(env) as Environment)
     },
     async putEnvironment(caller, env, body) {
       const e = environmentOf(env) as Environment
-      await put(caller, 'environment', e, body, { environment: e })
-      return environmentView(sor.stores, caller, e)
+      return put(caller, 'environment', e, body, { environment: e }, (stores) =>
+        environmentView(stores, caller, e),
+      )
     },
     async getPrincipal(caller, principalId, env) {
       const e = environmentOf(env)
       const p = await principalOf(sor.stores, caller, principalId)
       return principalView(sor.stores, caller, p, e)
     },
-    async putPrincipal(caller, principalId, body) {
-      await put(caller, 'principal', principalId, body, {})
-      const p = await principalOf(sor.stores, caller, principalId)
-      return principalView(sor.stores, caller, p, undefined)
-    },
+    putPrincipal: (caller, principalId, body) =>
+      put(caller, 'principal', principalId, body, {}, async (stores) =>
+        principalView(stores, caller, await principalOf(stores, caller, principalId), undefined),
+      ),
     async list(caller) {
       const stores = sor.stores
       const layers = await stores.policies.list(caller.tenantId)

@@ -260,6 +260,41 @@ for (const kind of API_BACKENDS) {
       },
     )
 
+    t.test('concurrent PUTs: each answers the version it wrote, as its receipt records it', async (t) => {
+      const o = await api.newTenant()
+      const p = await api.post('/v1/principals', { name: 'racer' }, { bearer: o.apiKey })
+      const modes = ['allow', 'deny', 'step_up', 'require_grant']
+      for (const url of [
+        '/v1/policy',
+        '/v1/policies/environments/staging',
+        `/v1/policies/principals/${p.body.principalId}`,
+      ]) {
+        const puts = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => api.put(url, { refund: modes[i % 4] }, { bearer: o.apiKey })),
+        )
+        t.same(
+          puts.map((r) => r.status),
+          Array(8).fill(200),
+          url,
+        )
+        const versions = puts.map((r) => r.body.version as number).sort((a, b) => a - b)
+        t.same(versions, [1, 2, 3, 4, 5, 6, 7, 8], `${url}: one version per PUT, none answered twice`)
+        // Each answer shows the layer as its own PUT left it: the mode it sent.
+        const receipts = await cp.database!.sql<{ body: string }[]>`
+          select body from receipts where tenant_id = ${o.tenantId} and kind = 'POLICY_UPDATE'`
+        const sentAt = new Map<number, unknown>()
+        for (const r of receipts) {
+          const b = JSON.parse(r.body)
+          if (b.detail.policyId === puts[0]!.body.policyId)
+            sentAt.set(b.detail.layerVersion, b.detail.changes.refund?.to ?? 'unchanged')
+        }
+        for (const r of puts) {
+          const to = sentAt.get(r.body.version)
+          if (to !== 'unchanged') t.equal(r.body.policy.refund, to, `${url} v${r.body.version}`)
+        }
+      }
+    })
+
     t.test('every PUT writes a POLICY_UPDATE receipt; agent keys cannot touch policy', async (t) => {
       const o = await api.newTenant()
       await api.put('/v1/policies/environments/staging', { refund: 'allow' }, { bearer: o.apiKey })
