@@ -333,26 +333,38 @@ except urllib.error.HTTPError as e:
   )
 
   t.test(
-    'a client that sends Connection: close gets its answer and the connection closed at once',
+    'a client that sends Connection: close gets its answer and the connection closed after it',
     async (t) => {
+      // A second request sent once the first is answered tells, with no clock: a connection held
+      // open after a `Connection: close` answers it too (http-proxy once filled the stripped
+      // header with keep-alive, holding the socket); a closed one answers only the first.
       const script = `
       const http = require('node:http'), tls = require('node:tls')
       const [proxyPort, port] = process.argv.slice(1)
-      let t0 = 0
       http.request({ host: '127.0.0.1', port: proxyPort, method: 'CONNECT', path: 'localhost:' + port }).on('connect', (res, socket) => {
-        const s = tls.connect({ socket, servername: 'localhost' }, () => {
-          s.write('POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\nconnection: close\\r\\n\\r\\n{}')
+        const req = (close) => 'POST /v1/checks HTTP/1.1\\r\\nHost: localhost:' + port + '\\r\\ncontent-length: 2\\r\\n' + (close ? 'connection: close\\r\\n' : '') + '\\r\\n{}'
+        const s = tls.connect({ socket, servername: 'localhost' }, () => s.write(req(true)))
+        let text = '', again = false
+        const report = (ended) => {
+          const ok = text.split('HTTP/1.1 200 ').length - 1
+          const close = /\\r\\nconnection: close\\r\\n/i.test(text)
+          console.log(JSON.stringify({ status: text.split('\\r\\n')[0], ok, close, ended }))
+          process.exit(0)
+        }
+        s.on('data', (d) => {
+          text += d
+          // The whole first answer is in: ask again on the same connection.
+          if (!again && /\\r\\n\\r\\n[\\s\\S]*\\}/.test(text)) { again = true; s.write(req(false), () => {}) }
         })
-        let text = ''
-        // Timed from the answer's first bytes: the CONNECT, handshake and decision before it take what they take.
-        s.on('data', (d) => { t0 ||= Date.now(); text += d })
-        s.on('end', () => { console.log(text.split('\\r\\n')[0] + ' ' + (Date.now() - t0 < 2000 ? 'closed' : 'held')); process.exit(0) })
-        setTimeout(() => { console.log('held'); process.exit(0) }, 15000)
+        s.on('error', () => {})
+        s.on('close', () => report(true))
+        // Only a bound on the test, not a measure: an unended connection reports so.
+        setTimeout(() => report(false), 15000)
       }).end()`
       const r = await run(process.execPath, ['-e', script, String(bench.port), String(upstream.port)], {
         NODE_EXTRA_CA_CERTS: caFile,
       })
-      t.equal(r.stdout.trim(), 'HTTP/1.1 200 OK closed')
+      t.same(JSON.parse(r.stdout.trim()), { status: 'HTTP/1.1 200 OK', ok: 1, close: true, ended: true })
     },
   )
 
