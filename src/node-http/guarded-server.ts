@@ -16,6 +16,21 @@ const LINGER_MS = 1000
 /** Sockets whose client error was answered: Node reports the same parse error once per chunk. */
 const answered = new WeakSet<Duplex>()
 
+/**
+ * Closes a connection that has sent nothing when its server's header timeout is up. Node starts
+ * that timeout at a request's first byte, so a connection that never sends one was held for
+ * ever, on every port: a peer could spend the process's descriptors on silent sockets (found in
+ * review). One timer per connection, not per request; bytesRead counts what was decrypted on TLS.
+ */
+function closeIfSilent(socket: Socket | TLSSocket, ms: number): void {
+  if (!(ms > 0)) return
+  const timer = setTimeout(() => {
+    if (socket.bytesRead === 0) socket.destroy()
+  }, ms)
+  timer.unref()
+  socket.once('close', () => clearTimeout(timer))
+}
+
 /** A JSON HTTP/1.1 answer to write straight to a socket, where there is no response object. */
 export function rawJsonAnswer(status: number, body: Record<string, unknown>): string {
   const text = JSON.stringify(body)
@@ -89,6 +104,7 @@ function refuse(res: ServerResponse, def: ErrorDef, error: string = def.message)
  *   slow) and its connection is closed (`answerClientError`), unless the framework answers
  *   those itself (fastify: pass `clientErrors: false` and use its `clientErrorHandler`);
  * - a failed TLS handshake (plain HTTP or garbage on an HTTPS port) closes its socket;
+ * - a connection that sends nothing is closed after the header timeout (`closeIfSilent`);
  * - what Node would answer with an empty body gets the registry's JSON: an HTTP/1.1 request
  *   without `Host` (400), an `Expect` other than `100-continue` (417), and a `CONNECT` on a port
  *   that does not serve tunnels (400; `connect: 'handled'` for gate-proxy, which does).
@@ -127,9 +143,17 @@ export function guardServer<S extends HttpServer | HttpsServer>(
     })
   const onSocketError = (err: NodeJS.ErrnoException) =>
     logger.debug({ code: err.code }, 'client connection failed')
-  server.on('connection', (socket: Socket) => socket.on('error', onSocketError))
+  const tls = server instanceof HttpsServer
+  server.on('connection', (socket: Socket) => {
+    socket.on('error', onSocketError)
+    // Over TLS, silence is judged after the handshake (which has its own timeout).
+    if (!tls) closeIfSilent(socket, server.headersTimeout)
+  })
   if (server instanceof HttpsServer) {
-    server.on('secureConnection', (socket: TLSSocket) => socket.on('error', onSocketError))
+    server.on('secureConnection', (socket: TLSSocket) => {
+      socket.on('error', onSocketError)
+      closeIfSilent(socket, server.headersTimeout)
+    })
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
       logger.debug({ code: err.code }, 'TLS handshake failed')
       socket.destroy()

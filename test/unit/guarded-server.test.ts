@@ -1,9 +1,13 @@
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { connect } from 'node:net'
+import { createServer as createHttpsServer } from 'node:https'
+import { connect, type Socket } from 'node:net'
+import { connect as tlsConnect } from 'node:tls'
 import t from 'tap'
 import { guardServer } from '../../src/node-http/guarded-server.js'
 import { capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
+import { selfSigned } from '../helpers/self-signed.js'
 
 /** Writes `bytes` on a fresh connection and reads until the server closes it. */
 async function exchange(port: number, bytes: string, keepSending = false): Promise<string> {
@@ -115,3 +119,61 @@ t.test('what Node answers with an empty body is answered in the registry shape',
   t.equal(handled, 'HTTP/1.1 299 Mine\r\n\r\n', 'a server that serves tunnels answers them itself, alone')
   t.same(served, ['GET (no host)'], 'only the HTTP/1.0 request reached the handler')
 })
+
+/** Whether the server closes a connection that sends nothing, within a bound far past its timeout. */
+async function closesSilent(socket: Socket): Promise<boolean> {
+  socket.on('error', () => {})
+  const bound = setTimeout(() => socket.emit('bound'), 10_000)
+  const closed = await Promise.race([
+    once(socket, 'close').then(() => true),
+    once(socket, 'bound').then(() => false),
+  ])
+  clearTimeout(bound)
+  socket.destroy()
+  return closed
+}
+
+t.test(
+  'a connection that sends nothing is closed after the header timeout, plain and over TLS',
+  async (t) => {
+    const { logger } = capturingLogger()
+    const opts = { headersTimeout: 200, requestTimeout: 400, connectionsCheckingInterval: 50 }
+    const plain = guardServer(
+      createServer(opts, (_req, res) => res.end('ok')),
+      logger,
+    )
+    const { cert, key } = selfSigned('localhost')
+    const secure = guardServer(
+      createHttpsServer({ ...opts, cert: readFileSync(cert), key: readFileSync(key) }, (_req, res) =>
+        res.end('ok'),
+      ),
+      logger,
+    )
+    for (const server of [plain, secure]) {
+      server.listen(0, '127.0.0.1')
+      await once(server, 'listening')
+      t.teardown(() => server.close())
+    }
+    const portOf = (s: typeof plain | typeof secure) => (s.address() as { port: number }).port
+
+    // Node's own timeout starts at a request's first byte: before the fix these were held for ever.
+    t.ok(await closesSilent(connect(portOf(plain), '127.0.0.1')), 'plain: a silent connection is closed')
+    const handshaken = tlsConnect({ port: portOf(secure), host: '127.0.0.1', rejectUnauthorized: false })
+    await once(handshaken, 'secureConnect')
+    t.ok(await closesSilent(handshaken), 'TLS: a silent connection is closed after its handshake')
+
+    // One that asked and was answered is kept alive as Node keeps it (keepAliveTimeout, 5 s).
+    const used = connect(portOf(plain), '127.0.0.1')
+    used.on('error', () => {})
+    await once(used, 'connect')
+    used.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n')
+    const [answer] = await once(used, 'data')
+    t.match(String(answer), /^HTTP\/1\.1 200 OK\r\n/)
+    const stillOpen = await Promise.race([
+      once(used, 'close').then(() => false),
+      new Promise((r) => setTimeout(() => r(true), 1000)),
+    ])
+    t.ok(stillOpen, 'a connection that has sent a request is not closed as silent')
+    used.destroy()
+  },
+)
