@@ -45,6 +45,7 @@ import { blankHopByHop, forwardedHeaders } from './hop-by-hop.js'
 import { reachedAtLoopback } from './local-clients.js'
 import { mcpProtocol } from './mcp-protocol.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
+import { oneRequestAtATime } from './one-request-at-a-time.js'
 import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
@@ -833,13 +834,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     socket.once('close', () => upstream.destroy())
   }
 
-  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+  const onRequest = oneRequestAtATime((req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err) => {
       logger.error({ err }, 'proxy request failed')
       if (req.socket.destroyed) return // no one to tell
       sendRefusal(res, ERRORS.gateUnavailable, ERRORS.gateUnavailable.message)
     })
-  }
+  })
   // Every socket has an 'error' listener for its whole life, CONNECT's included (guarded-server.ts).
   const server = guardServer(createServer(onRequest), logger, { connect: 'handled' })
   // Expect: 100-continue is answered by the proxy once it wants the body (continueIfExpected).
