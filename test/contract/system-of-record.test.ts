@@ -785,15 +785,24 @@ for (const kind of [...ALL_BACKENDS, 'fake'] as const) {
 
     t.test('a transaction sees its own writes and rolls back as a unit', async (t) => {
       const a = await tenant()
-      await sor
-        .transaction(async (x) => {
+      let seenInside: number | undefined
+      await t.rejects(
+        sor.transaction(async (x) => {
           await x.tenants.bumpVersion(a)
-          t.equal((await x.tenants.get(a))?.version, 1)
+          seenInside = (await x.tenants.get(a))?.version
           throw new Error('abort')
-        })
-        .catch(() => {})
-      t.equal((await s.tenants.get(a))?.version, 0)
-      if (sqlDb) t.ok(createStores(sqlDb.sql).tenants, 'stores bind to any handle')
+        }),
+        /abort/,
+        "the callback's error is the transaction's",
+      )
+      t.equal(seenInside, 1, 'the transaction saw its own write')
+      t.equal((await s.tenants.get(a))?.version, 0, 'rolled back: nobody else ever sees it')
+      if (sqlDb) {
+        // Stores bound to a plain handle (no transaction) read and write like the others.
+        const bound = createStores(sqlDb.sql)
+        await bound.tenants.bumpVersion(a)
+        t.equal((await s.tenants.get(a))?.version, 1, 'stores bound to any handle write through it')
+      }
     })
   })
 }
