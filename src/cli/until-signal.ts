@@ -1,15 +1,54 @@
 import type { Logger } from '../observability/logger.js'
 
-/** Keeps the process up until SIGTERM or SIGINT, then closes cleanly. */
-export function untilSignal(logger: Logger, close: () => Promise<void>): void {
+/**
+ * How long a clean close may take before the process exits anyway: inside Kubernetes' default
+ * 30-second grace period, so the exit is ours, logged, not a SIGKILL.
+ */
+export const SHUTDOWN_DEADLINE_MS = 20_000
+
+/** What `untilSignal` uses of the process (a test passes its own). */
+export interface SignalHost {
+  on(signal: 'SIGTERM' | 'SIGINT', listener: () => void): void
+  exit(code: number): void
+}
+
+/**
+ * Keeps the process up until SIGTERM or SIGINT, then closes cleanly. A close that does not
+ * finish within the deadline (a database connection whose reply never comes, say: the process
+ * stayed up for ever, found in review), fails, or is interrupted by a second signal ends the
+ * process with status 1 and one line saying why.
+ */
+export function untilSignal(
+  logger: Logger,
+  close: () => Promise<void>,
+  host: SignalHost = process,
+  deadlineMs = SHUTDOWN_DEADLINE_MS,
+): void {
   let stopping = false
-  const stop = async (signal: string) => {
-    if (stopping) return
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal while shutting down: exiting now')
+      host.exit(1)
+      return
+    }
     stopping = true
     logger.info({ signal }, 'shutting down')
-    await close()
-    process.exit(0)
+    const deadline = setTimeout(() => {
+      logger.warn({ deadlineMs }, `shutdown did not finish within ${deadlineMs / 1000} s: exiting`)
+      host.exit(1)
+    }, deadlineMs)
+    close().then(
+      () => {
+        clearTimeout(deadline)
+        host.exit(0)
+      },
+      (err: unknown) => {
+        clearTimeout(deadline)
+        logger.warn({ err }, 'shutdown failed: exiting')
+        host.exit(1)
+      },
+    )
   }
-  process.on('SIGTERM', () => void stop('SIGTERM'))
-  process.on('SIGINT', () => void stop('SIGINT'))
+  host.on('SIGTERM', () => stop('SIGTERM'))
+  host.on('SIGINT', () => stop('SIGINT'))
 }
