@@ -8,6 +8,7 @@ import { createRedisHotStore } from '../../src/store/redis/hot-store.js'
 import { openTestDatabase } from '../helpers/backends.js'
 import { startControlPlane } from '../helpers/control-plane.js'
 import { deaf } from '../helpers/fleet.js'
+import { capturingLogger, LOG_LEVEL } from '../helpers/proxy.js'
 import { openTestRedis } from '../helpers/redis.js'
 
 /** A memory hot store whose publish can be made to fail, as when Redis is briefly away. */
@@ -40,7 +41,8 @@ t.test('a first key is never lost to a publish failure: its secrets are still sh
 
 t.test('a change that could not be published fails closed until it is', async (t) => {
   const { hot, failing } = flakyPublish()
-  const { api } = await startControlPlane(t, 'fake', { hot })
+  const { logger, lines } = capturingLogger()
+  const { api } = await startControlPlane(t, 'fake', { hot, logger })
   const o = await api.newTenant()
   t.equal((await api.post('/v1/check', { verb: 'verify' }, { bearer: o.apiKey })).body.decision, 'ALLOW')
   failing.on = true
@@ -57,6 +59,21 @@ t.test('a change that could not be published fails closed until it is', async (t
     decision: 'DENY',
     reason: 'sponsor_revoked_tenant',
   })
+  // An outage's refusals are warnings with their code: no error, no stack trace per request.
+  const refusals = lines.filter((l) => l.msg === 'request refused: unavailable')
+  t.same(
+    refusals.map((l) => l.code),
+    ['publish_pending', 'gate_unavailable'],
+  )
+  t.ok(
+    refusals.every((l) => l.level === LOG_LEVEL.warn && l.err === undefined),
+    'warnings, no stack',
+  )
+  t.same(
+    lines.filter((l) => l.level >= LOG_LEVEL.error),
+    [],
+    'nothing at error level',
+  )
 })
 
 t.test(
