@@ -177,3 +177,40 @@ t.test(
     used.destroy()
   },
 )
+
+/**
+ * A client error while an answer is already streaming on the connection must not write a second
+ * status line into it. The check reads Node's private `socket._httpMessage.headersSent`; this
+ * fails the day Node renames it.
+ */
+t.test('garbage after a request whose answer has started: the answer is not corrupted', async (t) => {
+  const { logger } = capturingLogger()
+  let started: () => void = () => {}
+  const answerStarted = new Promise<void>((r) => {
+    started = r
+  })
+  const server = guardServer(
+    createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.write('first part;')
+      started()
+    }),
+    logger,
+  )
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => server.close())
+  const socket = connect((server.address() as { port: number }).port, '127.0.0.1')
+  socket.on('error', () => {})
+  await once(socket, 'connect')
+  const chunks: Buffer[] = []
+  socket.on('data', (c: Buffer) => chunks.push(c))
+  socket.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n')
+  await answerStarted
+  socket.write('NOT HTTP AT ALL\r\n\r\n')
+  await once(socket, 'close')
+  const text = Buffer.concat(chunks).toString('latin1')
+  t.match(text, /^HTTP\/1\.1 200 OK\r\n/, 'the answer under way')
+  t.equal(text.split('HTTP/1.1 ').length - 1, 1, 'and no second status line written into it')
+  t.notMatch(text, /invalid_request/)
+})
