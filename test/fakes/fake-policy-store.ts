@@ -60,6 +60,9 @@ const toLayer = (r: PolicyLayerRow): StoredLayer => ({
   updatedAt: r.updatedAt,
 })
 
+const lockOf = (tenantId: string, scope: PolicyScope, scopeKey: string): string =>
+  `policy_layers:${key(tenantId, scope, scopeKey)}`
+
 /** In-memory PolicyStore (table policy_layers), mirroring src/store/postgres/policy-store.ts. */
 export function createFakePolicyStore(ctx: FakeContext): PolicyStore {
   const { db } = ctx
@@ -74,7 +77,10 @@ export function createFakePolicyStore(ctx: FakeContext): PolicyStore {
       return get(tenantId, scope, scopeKey)
     },
     async getForUpdate(tenantId, scope, scopeKey) {
-      await db.locks.acquire(ctx.tx, `policy_layers:${key(tenantId, scope, scopeKey)}`)
+      // `for update` locks the row it finds: an absent layer has no row, so nothing is locked
+      // and no other transaction waits (the tenant row lock is what serialises first writes).
+      if (!db.policyLayers.has(key(tenantId, scope, scopeKey))) return null
+      await db.locks.acquire(ctx.tx, lockOf(tenantId, scope, scopeKey))
       return get(tenantId, scope, scopeKey)
     },
     async list(tenantId) {
@@ -88,6 +94,9 @@ export function createFakePolicyStore(ctx: FakeContext): PolicyStore {
       const stored = jsonb(policy) // bound before any constraint is checked
       if (!SCOPES.includes(scope)) throw violation('policy_layers_scope_check', '23514')
       const k = key(tenantId, scope, scopeKey)
+      // The upsert locks the row it writes, to the end of the transaction: it waits for a
+      // transaction holding the layer (getForUpdate, or a write of its own) as Postgres does.
+      await db.locks.acquire(ctx.tx, lockOf(tenantId, scope, scopeKey))
       const before = db.policyLayers.get(k)
       if (!before && !db.tenants.has(tenantId)) throw violation('policy_layers_tenant_id_fkey', '23503')
       const row: PolicyLayerRow = {
