@@ -233,6 +233,10 @@ export async function createControlPlane(
       const opened = overrides.database ?? (await openConfiguredDatabase(target))
       if (!overrides.database) cleanups.push(() => opened.close())
       await migrateConfiguredDatabase(opened, target)
+      // Armed once migrated: a migration may rightly wait on another replica's lock.
+      opened.watchReplies((info) =>
+        logger.warn(info, 'database: a reply is overdue; its connection is cut and its requests failed'),
+      )
       database = opened
     }
     const storage = overrides.storage ?? createPostgresStorage(database as Database)

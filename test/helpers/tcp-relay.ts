@@ -54,6 +54,13 @@ export async function startTcpRelay(t: Test, target: URL, defaultPort: number) {
       stalled = false
       for (const s of sockets) s.resume()
     },
+    /**
+     * The connections open now read nothing more, either way, for good; new ones pass. What a
+     * frozen peer or a broken middlebox does to a connection: open, never answering.
+     */
+    freezeOpen() {
+      for (const s of sockets) s.pause()
+    },
     /** The server's next chunk holding `text` is dropped, and both sides are cut. */
     cutAtReply(text: string) {
       cutAt = text

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import postgres, { type Sql } from 'postgres'
+import { createReplyWatchdog } from './reply-watchdog.js'
 
 export type DatabaseKind = 'postgres' | 'pglite-disk' | 'pglite-memory'
 
@@ -14,6 +15,8 @@ export type DatabaseTarget =
       maxConnections?: number
       /** How long Postgres lets a session of ours sit in a transaction without a statement (tests shorten it). */
       idleInTransactionMs?: number
+      /** How long a request may wait for its reply's first byte before its connection is cut (tests shorten it). */
+      replyDeadlineMs?: number
     }
   | { kind: 'pglite-disk'; dir: string; initialState?: Blob }
   | { kind: 'pglite-memory'; initialState?: Blob }
@@ -24,6 +27,11 @@ export interface Database {
   readonly sql: Sql
   /** True when other processes may write the same database (so in-process wake-ups are not enough). */
   readonly shared: boolean
+  /**
+   * From now on a server connection whose reply is overdue is cut (`reply-watchdog.ts`), and
+   * `onCut` told; the embedded engine has no network to lose, so PGlite ignores it.
+   */
+  watchReplies(onCut: (info: { overdueMs: number; outstanding: number }) => void): void
   close(): Promise<void>
 }
 
@@ -70,8 +78,11 @@ const driverOptions = {
 
 export async function openDatabase(target: DatabaseTarget): Promise<Database> {
   if (target.kind === 'postgres') {
+    const watchdog = createReplyWatchdog(target.replyDeadlineMs)
     const sql = postgres(target.url, {
       ...driverOptions,
+      // A documented option its types leave out (postgres.js README, "Custom socket").
+      ...({ socket: watchdog.socket } as object),
       connection: {
         ...driverOptions.connection,
         idle_in_transaction_session_timeout: target.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
@@ -81,8 +92,20 @@ export async function openDatabase(target: DatabaseTarget): Promise<Database> {
       idle_timeout: 30,
     })
     // Fail at start rather than at the first request.
-    await sql`select 1`
-    return { kind: 'postgres', sql, shared: true, close: () => sql.end({ timeout: 5 }) }
+    await sql`select 1`.catch((err) => {
+      watchdog.close()
+      throw err
+    })
+    return {
+      kind: 'postgres',
+      sql,
+      shared: true,
+      watchReplies: (onCut) => watchdog.arm(onCut),
+      close: () => {
+        watchdog.close()
+        return sql.end({ timeout: 5 })
+      },
+    }
   }
   return openPglite(target)
 }
@@ -151,6 +174,7 @@ export async function servePglite(
       kind,
       sql,
       shared: false,
+      watchReplies: () => {},
       async close() {
         await sql.end({ timeout: 5 })
         await srv.stop()
