@@ -53,6 +53,12 @@ export interface GateProxyDeps {
   /** TLS interception of CONNECTs to enrolled https upstreams; null without an interception CA. */
   interception?: TlsInterception | null
   credentials: SystemCredentials
+  /**
+   * Reaches the hot store (a read of the tenant's version): the snapshot is served from the
+   * process's cache, so without this a proxy whose Redis was gone said ready while it refused
+   * every write (found in review).
+   */
+  hotStoreReachable: (tenantId: string) => Promise<unknown>
   clock: Clock
   logger: Logger
   metrics: Metrics
@@ -195,6 +201,7 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       if (id.kind !== 'resolved') return { ready: false, reason: id.kind }
       let snap: CompiledSnapshot | null
       try {
+        await deps.hotStoreReachable(id.ref.tenantId)
         snap = await deps.snapshots.get(id.ref.tenantId)
       } catch {
         return { ready: false, reason: 'hot_store_unreachable' }

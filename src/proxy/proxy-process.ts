@@ -237,6 +237,7 @@ export async function startProxy(
     tlsPassthroughPort: settings.proxy.tls.passthroughPort,
     remoteClients: settings.proxy.remoteClients,
     agentFor: (origin, how) => agents.agentFor(origin, how),
+    hotStoreReachable: (tenantId) => parts.hot.version(tenantId),
     interception: await interceptionOf(settings, parts),
     credentials,
     clock: parts.clock,

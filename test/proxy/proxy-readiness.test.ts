@@ -4,6 +4,7 @@ import { parseSettings } from '../../src/config/load.js'
 import { type RunningProxy, startProxyProcess } from '../../src/proxy/proxy-process.js'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest, capturingLogger, LOG_LEVEL, type LogLine } from '../helpers/proxy.js'
+import { startTcpRelay } from '../helpers/tcp-relay.js'
 import { waitFor } from '../helpers/wait.js'
 
 /**
@@ -24,7 +25,8 @@ async function readyz(port: number): Promise<Record<string, unknown>> {
   return (await agentRequest(port, { method: 'GET', path: '/readyz' })).json()
 }
 
-async function until(port: number, reason: string): Promise<Record<string, unknown>> {
+/** Waits until /readyz gives `reason` (undefined: ready, no reason). */
+async function until(port: number, reason: string | undefined): Promise<Record<string, unknown>> {
   let r = await readyz(port)
   await waitFor(
     async () => {
@@ -112,6 +114,20 @@ t.test('readiness says why, and the log says it once per change', async (t) => {
     const { p, lines } = await start({})
     t.same(await until(p.port, 'no_key'), { ready: false, reason: 'no_key' })
     t.equal(warnings(lines).filter((l) => l.reason === 'no_key').length, 1)
+  })
+
+  t.test('the hot store gone after the proxy was ready: not ready until it is back', async (t) => {
+    const relay = await startTcpRelay(t, new URL(fleet.redisUrl), 6379)
+    const { p, lines } = await start({ WRITEGATE_PROXY_API_KEY: fleet.agent.apiKey }, relay.url)
+    t.match(await until(p.port, undefined), { ready: true }, 'ready on Redis through the relay')
+    // Redis stops answering; the snapshot is still in the proxy's cache.
+    relay.stall()
+    t.same(await until(p.port, 'hot_store_unreachable'), { ready: false, reason: 'hot_store_unreachable' })
+    const w = await agentRequest(p.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.same([w.status, w.json().code], [503, 'gate_unavailable'], 'as every write is refused')
+    t.equal(warnings(lines).filter((l) => l.reason === 'hot_store_unreachable').length, 1, 'said once')
+    relay.resume()
+    t.match(await until(p.port, undefined), { ready: true }, 'ready again once Redis answers')
   })
 
   t.test('the hot store unreachable', async (t) => {
