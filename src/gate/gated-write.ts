@@ -12,7 +12,7 @@ import type { Lease, PendingAction, SystemOfRecord } from '../store/ports/index.
 import type { Gate, GateRequest, Plan, Prediction } from './gate.js'
 
 /** Which transport a gated write came through; recorded on its receipts as `detail.via`. */
-export type Via = 'api' | 'proxy' | 'mcp' | 'graphql' | 'approval'
+export type Via = 'api' | 'proxy' | 'mcp' | 'graphql'
 
 /** A write a STEP_UP stages for approval: the pending action and its ACTION_STAGED receipt. */
 export interface Staged {
@@ -32,8 +32,11 @@ export type DecidedPlan<C> = Extract<Plan<C>, { kind: 'decide' }>
 
 /**
  * One gated write, whatever brought it (the API, the HTTP proxy, an MCP tool call, a GraphQL
- * mutation, an approval's re-check): who writes, where, under which verb (read from the
- * system's routes under each snapshot tried), and what its receipts must say.
+ * mutation): who writes, where, under which verb (read from the system's routes under each
+ * snapshot tried), and what its receipts must say. An approval is not a new write: it completes
+ * one this step staged, re-deciding through the gate (`gate.decide`, no quota) and recording
+ * its answer as the approval's and the execution's receipts (approval-service.ts), never a
+ * second CHECK.
  */
 export interface GatedWrite<C> {
   tenantId: string
@@ -41,7 +44,7 @@ export interface GatedWrite<C> {
   environment: Environment | null
   grantId: string | null
   via: Via
-  /** Counted against the key's monthly check quota (every write but an approval's re-check). */
+  /** Counted against the key's monthly check quota (every write; not a read settled without a decision). */
   chargeQuota: boolean
   /** The verb the caller named (an API check), or '' when the plan supplies it. */
   verb: string
