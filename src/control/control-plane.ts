@@ -386,7 +386,6 @@ export async function createControlPlane(
         keyring,
         systems,
         stager,
-        snapshots,
         allowTtlSeconds: settings.tokens.allowTtlSeconds,
       }),
       tokens: createTokenService({ keyring, clock, gate, sor }),

@@ -1,17 +1,18 @@
 import type { ActionStager, ToolCall } from '../actions/action-stager.js'
 import { fillText } from '../actions/param-template.js'
 import { signAllowToken } from '../core/allow-token.js'
-import { ERRORS, fail } from '../core/errors.js'
+import { callProtocolOf } from '../core/call-protocol.js'
+import { ERRORS, fail, WriteGateError } from '../core/errors.js'
 import type { Outcome } from '../core/evaluate.js'
 import { newId } from '../core/ids.js'
 import { canonicalJson } from '../core/jcs.js'
 import { requestBinding } from '../core/lease-binding.js'
 import { sha256Hex } from '../core/secret-hash.js'
+import type { CompiledSnapshot } from '../core/snapshot.js'
 import { ENVIRONMENTS, type Environment, isEnvironment } from '../core/verbs.js'
 import { EXECUTE_BODY_MAX_BYTES, UPSTREAM_METHODS } from '../execute/execute-service.js'
 import { checkUpstreamPath, failUnsafePath } from '../execute/upstream-url.js'
 import type { AllowExtras, GatedWrites } from '../gate/gated-write.js'
-import type { SnapshotCache } from '../gate/snapshot-cache.js'
 import type { KeyCaller } from '../identity/caller.js'
 import type { Keyring } from '../security/keyring.js'
 import { bodyCarriesMethodOverride } from '../systems/method-override-query.js'
@@ -45,6 +46,9 @@ export interface CheckResponse {
   expiresAt?: number
 }
 
+/** What the plan settles a check with: the refusal it read under the snapshot. */
+type Refused = WriteGateError | null
+
 export interface CheckService {
   check(caller: KeyCaller, body: CheckRequestBody): Promise<CheckResponse>
 }
@@ -54,7 +58,6 @@ export interface CheckDeps {
   keyring: Keyring
   systems: SystemsRegistry
   stager: ActionStager
-  snapshots: SnapshotCache
   allowTtlSeconds: number
 }
 
@@ -64,7 +67,7 @@ export interface CheckDeps {
  * Postgres chain before the answer (which carries its seq).
  */
 export function createCheckService(deps: CheckDeps): CheckService {
-  const { keyring, systems, stager, snapshots } = deps
+  const { keyring, systems, stager } = deps
 
   return {
     async check(caller, body) {
@@ -102,43 +105,48 @@ export function createCheckService(deps: CheckDeps): CheckService {
       }
       const toolRef = body.tool ? await stager.resolve(caller.tenantId, body.tool) : null
 
-      // The verb is the one the system maps the write to, never one the agent picks: a request
-      // goes through the system's route table and a tool carries its own verb, exactly as the
-      // proxy would gate the same write.
-      const bindings: { verb: string; target: string | null; source: string }[] = []
-      if (request) {
-        const route = await systems.route(caller.tenantId, request.systemId, request.method, request.path)
-        if (!route)
-          fail(ERRORS.unmappedRequest, {
-            systemId: request.systemId,
-            method: request.method,
-            path: request.path,
+      /**
+       * The verb is the one the system maps the write to, never one the agent picks: a request
+       * goes through the system's route table and a tool carries its own verb, exactly as the
+       * proxy would gate the same write. Read under each snapshot the gate decides under, so a
+       * route or tool change is linearizable with the decision, as on the proxy (the mapping was
+       * read from a snapshot of its own before; found in review). Returns the write's target, or
+       * throws the refusal.
+       */
+      const targetUnder = (snap: CompiledSnapshot): string | null => {
+        const bindings: { verb: string; target: string | null; source: string }[] = []
+        if (request) {
+          const compiled = snap.system(request.systemId)
+          if (!compiled) fail(ERRORS.unknownSystem, { systemId: request.systemId })
+          // Its writes are the calls in its body, each gated by its own verb on gate-proxy; a
+          // route that also matches the path would lease them all under one (found in review).
+          const calls = callProtocolOf(compiled, request.method, request.path)
+          if (calls)
+            fail(ERRORS.callsEndpoint, { systemId: request.systemId, protocol: calls, path: request.path })
+          const route = compiled.routes.match(request.method, request.path)
+          if (!route)
+            fail(ERRORS.unmappedRequest, {
+              systemId: request.systemId,
+              method: request.method,
+              path: request.path,
+            })
+          bindings.push({ ...route, source: `route of ${request.systemId}` })
+        }
+        if (toolRef && body.tool) {
+          const tool = snap
+            .system(toolRef.system.systemId)
+            ?.record.tools.find((t) => t.name === toolRef.tool.name)
+          if (!tool) fail(ERRORS.unknownTool, { tool: body.tool.name })
+          bindings.push({
+            verb: tool.verb,
+            // The same template reading as approval's re-check ({params.a.b}, JSON for objects).
+            target: tool.target === undefined ? null : fillText(tool.target, { params: body.tool.params }),
+            source: `tool ${tool.name}`,
           })
-        // Its writes are the calls in its body, each gated by its own verb on gate-proxy; a route
-        // that also matches the path would lease them all under one (found in review).
-        if ('calls' in route)
-          fail(ERRORS.callsEndpoint, {
-            systemId: request.systemId,
-            protocol: route.calls,
-            path: request.path,
-          })
-        bindings.push({ ...route, source: `route of ${request.systemId}` })
-      }
-      if (toolRef && body.tool) {
-        const t = toolRef.tool
-        bindings.push({
-          verb: t.verb,
-          // The same template reading as approval's re-check ({params.a.b}, JSON for objects).
-          target: t.target === undefined ? null : fillText(t.target, { params: body.tool.params }),
-          source: `tool ${t.name}`,
-        })
-      }
-      let target = body.target ?? null
-      if (bindings.length > 0) {
-        const snap = await snapshots.get(caller.tenantId).catch(() => null)
-        // Without a snapshot the agent's verb cannot be checked against the binding's: fail closed.
-        if (!snap) fail(ERRORS.gateUnavailable)
-        const requested = snap?.vocab.resolve(body.verb) ?? null
+        }
+        if (bindings.length === 0) return body.target ?? null
+        const requested = snap.vocab.resolve(body.verb)
+        let target = body.target ?? null
         for (const b of bindings) {
           // An unknown requested verb is left to the gate's unknown_verb answer.
           if (requested && snap.vocab.resolve(b.verb)?.canonical !== requested.canonical) {
@@ -172,11 +180,12 @@ export function createCheckService(deps: CheckDeps): CheckService {
             { message: `invalid body: target: ${message}` },
           )
         }
+        return target
       }
 
       const systemId = request?.systemId ?? toolRef?.system.systemId ?? null
       const binding = request ? requestBinding(request.method, request.path, request.body) : null
-      const answer = await deps.writes.run<undefined>({
+      const answer = await deps.writes.run<Refused>({
         tenantId: caller.tenantId,
         keyId: caller.keyId,
         environment: environment as Environment | null,
@@ -184,11 +193,21 @@ export function createCheckService(deps: CheckDeps): CheckService {
         via: 'api',
         chargeQuota: true,
         verb: body.verb,
-        target,
+        target: body.target ?? null,
         systemId,
         recorder: 'audit',
+        // A refusal rests on the tenant's current version (confirm), never on an old route table.
+        plan: (snap) => {
+          try {
+            return { kind: 'decide', verb: body.verb, target: targetUnder(snap), systemId, context: null }
+          } catch (err) {
+            if (err instanceof WriteGateError) return { kind: 'settle', confirm: true, context: err }
+            throw err
+          }
+        },
         // An ALLOW's token, and its lease when the check named a request: bound to that request.
-        onAllow: (outcome, _plan, at) => {
+        onAllow: (outcome, plan, at) => {
+          const target = plan.target
           const expiresAt = at + deps.allowTtlSeconds
           const jti = request ? newId('lease') : newId('token')
           const detail: Record<string, unknown> = { tokenId: jti }
@@ -234,13 +253,13 @@ export function createCheckService(deps: CheckDeps): CheckService {
         // A STEP_UP with a tool stages the call for a human's approval.
         ...(toolRef && body.tool
           ? {
-              stage: (outcome, _plan, checkReceiptId) =>
+              stage: (outcome, plan, checkReceiptId) =>
                 stager.stage({
                   tenantId: caller.tenantId,
                   ref: toolRef,
                   params: (body.tool as ToolCall).params,
                   verb: outcome.verb,
-                  target,
+                  target: plan.target,
                   environment,
                   principalId: outcome.principalId ?? caller.principalId,
                   principalName: outcome.principalName,
@@ -252,6 +271,8 @@ export function createCheckService(deps: CheckDeps): CheckService {
           : {}),
       })
       if (answer.kind === 'refused') fail(answer.refusal.def, answer.refusal.detail)
+      // Settled only by a refusal the plan read under the current snapshot.
+      if (answer.kind === 'settled' && answer.context) throw answer.context
       if (answer.kind !== 'decided') fail(ERRORS.gateUnavailable)
       const { outcome } = answer
       return {
