@@ -260,3 +260,15 @@ export function settleGrant(
     grantId: consumedGrantId,
   }
 }
+
+/**
+ * Whether a verb is worth offering an agent (MCP's filtered `tools/list`): it may be attempted,
+ * whatever the commit then decides: anything but a DENY, and a DENY that only lacks a grant
+ * (the agent can ask a human for one). An unknown verb is not.
+ */
+export function mayAttempt(e: Evaluation): boolean {
+  return (
+    e.kind === 'needs_grant' ||
+    (e.kind === 'decided' && (e.outcome.decision !== 'DENY' || e.outcome.mode === 'require_grant'))
+  )
+}

@@ -1,5 +1,5 @@
 import type { McpBinding } from '../core/enrolled-system.js'
-import { evaluate } from '../core/evaluate.js'
+import { evaluate, mayAttempt } from '../core/evaluate.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
 import { toolVerb } from './mcp-calls.js'
@@ -35,9 +35,7 @@ export function offeredTools(
         { keyId: who.keyId, verb, target: null, environment: who.environment, grantId: null },
         nowSeconds,
       )
-      offered =
-        e.kind === 'needs_grant' ||
-        (e.kind === 'decided' && (e.outcome.decision !== 'DENY' || e.outcome.mode === 'require_grant'))
+      offered = mayAttempt(e)
       byVerb.set(verb, offered)
     }
     return offered

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { evaluate, settleGrant, standingOf, standingSince } from '../../src/core/evaluate.js'
+import { evaluate, mayAttempt, settleGrant, standingOf, standingSince } from '../../src/core/evaluate.js'
 import {
   checkPolicyBody,
   foldLayers,
@@ -491,5 +491,38 @@ t.test('a credential outstanding at a revocation stays barred once it is lifted'
     standingSince(at({ roster: { all: true, principals: [], keys: [] } }), 'key_a', 500),
     { reason: 'sponsor_revoked_tenant' },
     'barred now bars whenever issued',
+  )
+})
+
+t.test('mayAttempt: every mode but deny may be attempted; a revoked key may not', async (t) => {
+  const offered = (m: Mode, over: Partial<TenantSnapshot> = {}) =>
+    mayAttempt(
+      evaluate(
+        new CompiledSnapshot(
+          snapshot({
+            policies: { ...snapshot().policies, tenant: { policy: { verify: m }, version: 1, updatedAt: 1 } },
+            ...over,
+          }),
+        ),
+        input,
+        100,
+      ),
+    )
+  t.same(
+    MODES.map((m) => [m, offered(m)]),
+    [
+      ['allow', true],
+      ['deny', false],
+      ['require_grant', true],
+      ['step_up', true],
+    ],
+  )
+  t.notOk(
+    offered('allow', { roster: { all: true, principals: [], keys: [] } }),
+    'the kill switch: nothing to offer',
+  )
+  t.notOk(
+    mayAttempt(evaluate(new CompiledSnapshot(snapshot()), { ...input, verb: 'no.such' }, 100)),
+    'an unknown verb',
   )
 })
