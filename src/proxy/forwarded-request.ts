@@ -18,6 +18,8 @@ export type Forwarded = IncomingMessage & {
   wgEcho?: EchoNeedles
   /** Its answer was withheld (answered instead, or cut), for carrying back the credential. */
   wgWithheld?: boolean
+  /** The upstream's answer arrived and is being relayed: a later error cannot be answered instead. */
+  wgAnswered?: boolean
 }
 
 /**

@@ -52,6 +52,9 @@ export type Forward = (
   rewritten?: RewrittenAnswer,
 ) => void
 
+/** What the agent's response may still report once it is over: nothing to do (see forward). */
+function ignoreResponseError(): void {}
+
 /**
  * Forwarding: the agent's request, its headers stripped and the credential injected, goes to
  * the system's upstream proxy; an upstream that cannot be reached is answered for.
@@ -125,6 +128,14 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
       if (clientGone(req, res)) return clientWentAway(req)
+      // The answer came and is on its way to the agent (its end, if cut, cuts the agent's): an
+      // error after it (bytes past its Content-Length, which Node parses as a next answer) is
+      // the connection's, not this write's. Answering it too wrote into the relayed response
+      // after its end, and the unhandled error ended the process (found in review).
+      if (r.wgAnswered) {
+        logger.warn({ code, system: system.systemId }, 'upstream connection failed after its answer')
+        return
+      }
       logger.warn({ err, system: system.systemId }, 'upstream request failed')
       if (!res.headersSent) {
         // A certificate that does not verify fails the handshake, and a name that now resolves
@@ -146,6 +157,8 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
         })
       } else res.destroy()
     }
+    // A write into an ended response is an 'error' event; with no listener, the process's end.
+    res.on('error', ignoreResponseError)
     const proxy = proxyOf(system)
     // Per-request options cost a merge on every call: only the rare rewritten answer pays it.
     if (buffered) sendReadBody(req, buffered)

@@ -111,6 +111,7 @@ export function createUpstreamProxyPool(deps: UpstreamProxyPoolDeps): UpstreamPr
         })
         return
       }
+      r.wgAnswered = true
       // An upstream response cut short (a body silent past the timeout, a reset) must cut the
       // agent's short too: http-proxy's pipe would leave it waiting for the rest forever.
       proxyRes.once('close', () => {

@@ -44,3 +44,41 @@ t.test('an upstream status line the agent cannot be sent is refused, and the pro
   t.same([fine.status, fine.body.toString()], [200, 'ok'], 'and the proxy still serves')
   t.equal((await bench.api.get('/healthz')).status, 200, 'so does the control plane beside it')
 })
+
+/**
+ * Found in review: bytes past an answer's Content-Length (a server counting characters, not
+ * bytes: `Zoë`) arriving with it make Node's client fail the connection after the answer. The
+ * proxy then answered the agent 502 into the response it was relaying, and the write after its
+ * end was an unhandled error that ended the process. The agent now gets the answer the
+ * upstream gave, and the process serves on.
+ */
+t.test('an upstream answer with bytes past its length: relayed, and the proxy serves on', async (t) => {
+  const sockets = new Set<Socket>()
+  let extra = true
+  const raw = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => {})
+    socket.on('data', () => {
+      // One write: the extra bytes arrive with the headers.
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok${extra ? '-EXTRA-BYTES' : ''}`)
+    })
+  })
+  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const s of sockets) s.destroy()
+    raw.close()
+  })
+  const { port } = raw.address() as { port: number }
+  const bench = await startBillingProxy(t, { systems: () => billingSystems(`http://127.0.0.1:${port}`) })
+  const write = () =>
+    agentRequest(bench.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{"name":"Zoë"}' })
+  for (const what of ['an ALLOWed write', 'and again']) {
+    const r = await write()
+    t.same([r.status, r.body.toString()], [200, 'ok'], `${what}: the upstream's answer, as it gave it`)
+  }
+  const read = await agentRequest(bench.port, { method: 'GET', path: '/sys_billing/v1/report' })
+  t.same([read.status, read.body.toString()], [200, 'ok'], 'an ungated read too')
+  extra = false
+  t.same((await write()).status, 200, 'the proxy still serves')
+  t.equal((await bench.api.get('/healthz')).status, 200, 'so does the control plane beside it')
+})
