@@ -48,7 +48,45 @@ t.test('connections that stop answering are cut at the reply deadline; checks re
   t.equal(status, 200, `a check succeeds again on a new connection (answers: ${statuses.join(' ')})`)
   t.ok(overdue().length >= 1, 'each cut is logged as a warning')
   t.ok(
-    overdue().every((l) => (l.outstanding as number) >= 1),
-    'only connections with a request outstanding',
+    overdue().every((l) => (l.overdueMs as number) >= 500),
+    'each past the deadline',
   )
+})
+
+/**
+ * The first run of a statement with parameters on a connection goes out as Parse, Describe and
+ * Flush, with no Sync; a watchdog that waited only for ReadyForQuery never saw it (found in
+ * review). Each kind of request, on a connection frozen just before it, is cut at the deadline.
+ */
+t.test('the driver: every kind of request on a frozen connection is cut', async (t) => {
+  const real = await openTestDatabase('postgres')
+  t.teardown(() => real.close())
+  const relay = await startTcpRelay(t, new URL(real.url as string), 5432)
+  const db = await openDatabase({ kind: 'postgres', url: relay.url, maxConnections: 1, replyDeadlineMs: 300 })
+  t.teardown(() => db.close())
+  const cuts: unknown[] = []
+  db.watchReplies((info) => cuts.push(info))
+  const settled = (q: Promise<unknown>) =>
+    Promise.race([
+      q.then(
+        () => 'answered',
+        (err: { code?: string }) => `failed ${err.code ?? ''}`,
+      ),
+      sleep(15_000).then(() => 'still waiting'),
+    ])
+  const withParameter = () => db.sql`select ${1}::int as x`
+  // Each on a fresh connection (the last one's was cut), warmed as the kind needs, then frozen.
+  const kinds: [string, () => Promise<unknown>, () => Promise<unknown>][] = [
+    ['a first run with parameters (Parse, Describe, Flush)', () => db.sql`select 1`, withParameter],
+    ['a prepared run (Bind, Execute, Sync)', withParameter, withParameter],
+    ['a simple query', () => db.sql`select 1`, () => db.sql`select 2 as y`.simple()],
+  ]
+  for (const [kind, warm, run] of kinds) {
+    await warm()
+    relay.freezeOpen()
+    const before = cuts.length
+    t.equal(await settled(run()), 'failed CONNECTION_CLOSED', `${kind}: failed with its connection`)
+    t.equal(cuts.length, before + 1, `${kind}: one cut`)
+  }
+  t.equal(await settled(db.sql`select 3 as z`), 'answered', 'a new connection answers')
 })

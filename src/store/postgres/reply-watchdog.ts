@@ -15,11 +15,15 @@ interface DriverSocketOptions {
   ssl?: unknown
 }
 
-/** One watched connection: its requests without a ReadyForQuery yet, and when bytes last came. */
+/**
+ * One watched connection: its requests without a ReadyForQuery yet, whether it waits for a byte
+ * (`waiting`), and since when (the write that started the wait, or the last byte that came).
+ */
 interface Watched {
   socket: Socket
   outstanding: number
-  lastReadAt: number
+  waiting: boolean
+  since: number
   /** The incoming message being skipped: its header bytes seen, then how much of its body is left. */
   header: number[]
   left: number
@@ -33,21 +37,29 @@ export interface ReplyWatchdog {
   close(): void
 }
 
-/** Counts the requests in what the driver writes: each Query and each Sync gets one ReadyForQuery. */
-function requestsIn(chunk: Uint8Array, first: boolean): number {
-  let n = 0
+/**
+ * What the driver writes: how many ReadyForQuery it asks for (one per Query and per Sync), and
+ * whether it waits for an answer at all. The first run of a statement on a connection goes out
+ * as Parse, Describe and Flush, with no Sync: its answer is awaited all the same (found in
+ * review). Only a Terminate expects nothing back.
+ */
+function requestsIn(chunk: Uint8Array, first: boolean): { ready: number; answered: boolean } {
+  let ready = 0
+  let answered = false
   let at = 0
   // The startup message has no type byte; its exchange ends with a ReadyForQuery too.
   if (first) {
-    n = 1
+    ready = 1
+    answered = true
     at = chunk.length >= 4 ? new DataView(chunk.buffer, chunk.byteOffset).getInt32(0) : chunk.length
   }
   while (at + 5 <= chunk.length) {
     const type = chunk[at]
-    if (type === 0x51 /* Q */ || type === 0x53 /* S */) n++
+    if (type === 0x51 /* Q */ || type === 0x53 /* S */) ready++
+    if (type !== 0x58 /* X */) answered = true
     at += 1 + new DataView(chunk.buffer, chunk.byteOffset + at + 1).getInt32(0)
   }
-  return n
+  return { ready, answered }
 }
 
 /** Reads what came, counting each ReadyForQuery ('Z'), across chunk boundaries. */
@@ -78,8 +90,9 @@ function readyIn(w: Watched, chunk: Uint8Array): number {
  * a broken middlebox, the connection still open) held its request for ever: the driver has no
  * query deadline, TCP keepalive does not fire while a request is unanswered, and the group
  * commit waited on it, answering every later check 503 until a restart (found in review). This
- * counts each connection's outstanding requests from the protocol's own framing (a Query or a
- * Sync out, a ReadyForQuery back) and cuts one that has waited `deadlineMs` with no byte back;
+ * follows each connection's requests by the protocol's own framing (a Query or a Sync out owes a
+ * ReadyForQuery back; any other message but a Terminate owes at least a byte) and cuts one that
+ * has waited `deadlineMs` with no byte back;
  * the driver then fails what it held (CONNECTION_CLOSED) and opens a new connection. An idle
  * connection, a LISTEN one among them, has nothing outstanding and is never cut.
  *
@@ -100,20 +113,27 @@ export function createReplyWatchdog(deadlineMs = REPLY_DEADLINE_MS, tickMs = 100
       // The driver names the TLS server by these when it secures a socket of ours.
       Object.assign(socket, { host, port })
       if (options.ssl) return socket
-      const w: Watched = { socket, outstanding: 0, lastReadAt: Date.now(), header: [], left: 0 }
+      const w: Watched = { socket, outstanding: 0, waiting: false, since: Date.now(), header: [], left: 0 }
       let first = true
       const write = socket.write
       socket.write = function (this: Socket, chunk: unknown, ...rest: unknown[]) {
         if (chunk instanceof Uint8Array) {
-          if (w.outstanding === 0) w.lastReadAt = Date.now()
-          w.outstanding += requestsIn(chunk, first)
+          const { ready, answered } = requestsIn(chunk, first)
           first = false
+          w.outstanding += ready
+          if (answered && !w.waiting) {
+            w.waiting = true
+            w.since = Date.now()
+          }
         }
         return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest)
       } as Socket['write']
       socket.on('data', (chunk: Buffer) => {
-        w.lastReadAt = Date.now()
+        w.since = Date.now()
         w.outstanding = Math.max(0, w.outstanding - readyIn(w, chunk))
+        // Answered as far as it asked: a Flush's answer came; a Sync still owes its ReadyForQuery.
+        // Mid-message, the rest is owed too.
+        w.waiting = w.outstanding > 0 || w.left > 0 || w.header.length > 0
       })
       watched.add(w)
       socket.once('close', () => watched.delete(w))
@@ -124,8 +144,8 @@ export function createReplyWatchdog(deadlineMs = REPLY_DEADLINE_MS, tickMs = 100
       timer = setInterval(() => {
         const now = Date.now()
         for (const w of watched) {
-          const overdueMs = now - w.lastReadAt
-          if (w.outstanding > 0 && overdueMs >= deadlineMs) {
+          const overdueMs = now - w.since
+          if (w.waiting && overdueMs >= deadlineMs) {
             watched.delete(w)
             onCut({ overdueMs, outstanding: w.outstanding })
             w.socket.destroy()
