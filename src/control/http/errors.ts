@@ -48,7 +48,8 @@ export function installErrorHandling(app: FastifyInstance): void {
       // A refusal the service chose while a dependency is away (503: gate_unavailable,
       // publish_pending, a deadline) is expected in an outage: one warning with its code, no
       // stack trace per request (found in review). Anything else at 5xx is a failure.
-      if (err.status === 503) req.log.warn({ code: err.def.code }, 'request refused: unavailable')
+      if (err.status === 503)
+        req.log.warn({ code: err.def.code, reason: err.detail?.reason }, 'request refused: unavailable')
       else if (err.status >= 500) req.log.error({ err }, 'request failed')
       return reply.code(err.status).send(err.toBody())
     }
