@@ -88,6 +88,25 @@ export function planProxyRequest(
   const compiled = systemOf(snap, local, target)
   if (!compiled) return { kind: 'settle', confirm: true, context: NOT_ENROLLED }
   const system = compiled.record
+  // At an MCP or GraphQL endpoint the gate reads the calls of a POST's body (a GraphQL GET's are
+  // in its URL): a body on any other request there goes unread, and a server that reads calls
+  // from it whatever the method would run them ungated, with the credential (found in review).
+  // Unless a route maps the request, it is refused.
+  if (
+    hasBody &&
+    method !== 'POST' &&
+    compiled.endpoint?.match(target.path.split('?')[0] as string) &&
+    !compiled.routes.match(method, target.path)
+  )
+    return {
+      kind: 'settle',
+      confirm: true,
+      context: {
+        kind: 'refused',
+        def: ERRORS.unmappedRoute,
+        error: `a body on a ${method} to the ${system.kind === 'mcp' ? 'MCP' : 'GraphQL'} endpoint is not read by the gate`,
+      },
+    }
   const protocol = callProtocolOf(compiled, method, target.path)
   if (protocol)
     return { kind: 'settle', confirm: false, context: { kind: 'calls', system, path: target.path, protocol } }

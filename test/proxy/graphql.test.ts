@@ -239,6 +239,20 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         { message: /a mutation sent by GET/, extensions: { code: 'unreadable_call' } },
         'by GET',
       )
+      // A body on a read at the endpoint goes unread by the gate: refused, never sent (found in review).
+      const mutation = JSON.stringify({ query: 'mutation { deleteRepository(id: "R_2") }' })
+      for (const method of ['GET', 'OPTIONS']) {
+        const before = bench.upstream.received.length
+        const withBody = await agentRequest(bench.port, {
+          method,
+          path: `/sys_github/graphql?query=${encodeURIComponent('{ viewer }')}`,
+          // Node's client frames no body of a GET or OPTIONS by itself.
+          headers: { 'content-type': 'application/json', 'content-length': String(mutation.length) },
+          body: mutation,
+        })
+        t.same([withBody.status, withBody.json().code], [403, 'unmapped_route'], `a body on a ${method}`)
+        t.equal(bench.upstream.received.length, before, `the ${method} with a body never reached the server`)
+      }
       const persisted = await post({
         extensions: { persistedQuery: { version: 1, sha256Hash: 'a'.repeat(64) } },
       })
