@@ -14,6 +14,8 @@ import type { CallProtocol, CallRefusal, CallRequest } from './call-protocol.js'
 import type { MessageRewrite } from './mcp-tools-filter.js'
 import { type LocalSystems, type ProxyContext, planCall } from './request-plan.js'
 import type { ParsedTarget } from './request-target.js'
+import { stagedFor } from './staged-for.js'
+import type { Forward } from './upstream-forwarding.js'
 
 /** A credential gate-proxy injects, and the forms of its secret its answer is searched for (core/credential-echo.ts). */
 export interface InjectedCredential {
@@ -40,16 +42,7 @@ export interface CallWritesDeps {
     extra?: Record<string, unknown>,
     answer?: (def: ErrorDef, error: string, detail: Record<string, unknown>) => void,
   ): InjectedCredential | null | false
-  forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    system: SystemRecord,
-    credential: InjectedCredential | null,
-    path: string,
-    receiptId: string | null,
-    buffered: Buffer,
-    answer?: RewrittenAnswer,
-  ): void
+  forward: Forward
   send(res: ServerResponse, status: number, contentType: string, body: string): void
   continueIfExpected(req: IncomingMessage, res: ServerResponse): void
 }
@@ -191,20 +184,7 @@ export function createCallWrites(deps: CallWritesDeps) {
           protocol.stage(
             call,
             calls,
-            {
-              tenantId: tenant.tenantId,
-              systemId: plan.systemId ?? ctx.system.systemId,
-              systemVersion: (plan.context as Extract<ProxyContext, { kind: 'write' }>).system.version,
-              verb: outcome.verb,
-              target: plan.target,
-              environment: deps.environment,
-              principalId: outcome.principalId ?? '',
-              principalName: outcome.principalName,
-              keyId: tenant.keyId,
-              stateVersion: outcome.policyVersion,
-              checkReceiptId,
-              at,
-            },
+            stagedFor(tenant, deps.environment, outcome, plan, checkReceiptId, at),
             { method, path: target.path, contentType: request.contentType || null, body, headers },
           ),
       }

@@ -24,6 +24,7 @@ import { sendJson, sendRefusal } from './proxy-responses.js'
 import { type LocalSystems, type ProxyContext, planProxyRequest } from './request-plan.js'
 import { parseTarget } from './request-target.js'
 import { sameAuthority } from './same-authority.js'
+import { stagedFor } from './staged-for.js'
 import type { TlsInterception } from './tls-interception.js'
 import type { Forward } from './upstream-forwarding.js'
 import { GRANT_HEADER } from './writegate-headers.js'
@@ -142,32 +143,16 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
       request: () => ({ method, path: target.path }),
       detail: (plan) => ({ systemVersion: (plan.context as WriteContext).system.version }),
       stage: (outcome, plan, checkReceiptId, at) =>
-        stageHttpRequest(
-          {
-            tenantId: tenant.tenantId,
-            systemId: (plan.context as WriteContext).system.systemId,
-            systemVersion: (plan.context as WriteContext).system.version,
-            verb: outcome.verb,
-            target: plan.target,
-            environment: deps.environment,
-            principalId: outcome.principalId ?? '',
-            principalName: outcome.principalName,
-            keyId: tenant.keyId,
-            stateVersion: outcome.policyVersion,
-            checkReceiptId,
-            at,
-          },
-          {
-            method,
-            path: target.path,
-            contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
-            body,
-            // What the body's bytes are: replayed with them (forwarded as is on ALLOW too).
-            ...(typeof req.headers['content-encoding'] === 'string'
-              ? { headers: { 'content-encoding': req.headers['content-encoding'] } }
-              : {}),
-          },
-        ),
+        stageHttpRequest(stagedFor(tenant, deps.environment, outcome, plan, checkReceiptId, at), {
+          method,
+          path: target.path,
+          contentType: typeof req.headers['content-type'] === 'string' ? req.headers['content-type'] : null,
+          body,
+          // What the body's bytes are: replayed with them (forwarded as is on ALLOW too).
+          ...(typeof req.headers['content-encoding'] === 'string'
+            ? { headers: { 'content-encoding': req.headers['content-encoding'] } }
+            : {}),
+        }),
     }
     // The current snapshot's reading of the request: a write its system cannot take a
     // credential for is refused before anything is decided, and a write predicted STEP_UP has

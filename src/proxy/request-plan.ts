@@ -98,15 +98,9 @@ export function planProxyRequest(
     compiled.endpoint?.match(target.path.split('?')[0] as string) &&
     !compiled.routes.match(method, target.path)
   )
-    return {
-      kind: 'settle',
-      confirm: true,
-      context: {
-        kind: 'refused',
-        def: ERRORS.unmappedRoute,
-        error: `a body on a ${method} to the ${system.kind === 'mcp' ? 'MCP' : 'GraphQL'} endpoint is not read by the gate`,
-      },
-    }
+    return unmapped(
+      `a body on a ${method} to the ${system.kind === 'mcp' ? 'MCP' : 'GraphQL'} endpoint is not read by the gate`,
+    )
   const protocol = callProtocolOf(compiled, method, target.path)
   if (protocol)
     return { kind: 'settle', confirm: false, context: { kind: 'calls', system, path: target.path, protocol } }
@@ -140,15 +134,12 @@ export function planProxyRequest(
         ? { kind: 'pass', system, path: target.path, protocol: 'mcp' }
         : { kind: 'pass', system, path: target.path },
     }
-  return {
-    kind: 'settle',
-    confirm: true,
-    context: {
-      kind: 'refused',
-      def: ERRORS.unmappedRoute,
-      error: isRead(method) ? 'unmapped read (reads are gated for this system)' : 'unmapped write',
-    },
-  }
+  return unmapped(isRead(method) ? 'unmapped read (reads are gated for this system)' : 'unmapped write')
+}
+
+/** Refused as no route maps it, on the tenant's current version (never on an old route table). */
+function unmapped(error: string): Plan<ProxyContext> {
+  return { kind: 'settle', confirm: true, context: { kind: 'refused', def: ERRORS.unmappedRoute, error } }
 }
 
 /**

@@ -63,16 +63,7 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
   const { logger, proxyOf, clientWentAway } = deps
   const clientGone = (req: IncomingMessage, res: ServerResponse) => res.destroyed || req.socket.destroyed
 
-  function forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    system: SystemRecord,
-    credential: InjectedCredential | null,
-    path: string,
-    receiptId: string | null,
-    buffered?: Buffer,
-    rewritten?: RewrittenAnswer,
-  ): void {
+  const forward: Forward = (req, res, system, credential, path, receiptId, buffered, rewritten) => {
     // Not req.destroyed: a request whose body was read (to stage it) is destroyed once read.
     if (clientGone(req, res)) {
       // Gone while its write was decided: the decision and its receipt stand, and nothing was

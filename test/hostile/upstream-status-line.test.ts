@@ -1,8 +1,24 @@
 import { createServer, type Socket } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { startBillingProxy } from '../helpers/billing-proxy.js'
 import { agentRequest } from '../helpers/proxy.js'
 import { billingSystems } from '../helpers/proxy-fixtures.js'
+
+/** A raw upstream on loopback: each request's bytes are answered by `answer`; closed at teardown. */
+async function rawUpstream(t: Test, answer: (socket: Socket) => void): Promise<number> {
+  const sockets = new Set<Socket>()
+  const raw = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => {})
+    answer(socket)
+  })
+  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const s of sockets) s.destroy()
+    raw.close()
+  })
+  return (raw.address() as { port: number }).port
+}
 
 /**
  * Found in review: an upstream whose status line Node's client takes but its server refuses (a
@@ -13,21 +29,12 @@ import { billingSystems } from '../helpers/proxy-fixtures.js'
 t.test('an upstream status line the agent cannot be sent is refused, and the proxy serves on', async (t) => {
   const lines = ['HTTP/1.1 000 X', 'HTTP/1.1 099 X', 'HTTP/1.1 200 O\x01K', 'HTTP/1.1 200 OK']
   let next = 0
-  const sockets = new Set<Socket>()
-  const raw = createServer((socket) => {
-    sockets.add(socket)
-    socket.on('error', () => {})
+  const port = await rawUpstream(t, (socket) =>
     socket.once('data', () => {
       const line = lines[next++ % lines.length] as string
       socket.end(`${line}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok`)
-    })
-  })
-  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => {
-    for (const s of sockets) s.destroy()
-    raw.close()
-  })
-  const { port } = raw.address() as { port: number }
+    }),
+  )
   const bench = await startBillingProxy(t, { systems: () => billingSystems(`http://127.0.0.1:${port}`) })
   const read = () => agentRequest(bench.port, { method: 'GET', path: '/sys_billing/v1/report' })
   for (const code of ['000', '099']) {
@@ -53,22 +60,13 @@ t.test('an upstream status line the agent cannot be sent is refused, and the pro
  * upstream gave, and the process serves on.
  */
 t.test('an upstream answer with bytes past its length: relayed, and the proxy serves on', async (t) => {
-  const sockets = new Set<Socket>()
   let extra = true
-  const raw = createServer((socket) => {
-    sockets.add(socket)
-    socket.on('error', () => {})
+  const port = await rawUpstream(t, (socket) =>
     socket.on('data', () => {
       // One write: the extra bytes arrive with the headers.
       socket.write(`HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok${extra ? '-EXTRA-BYTES' : ''}`)
-    })
-  })
-  await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => {
-    for (const s of sockets) s.destroy()
-    raw.close()
-  })
-  const { port } = raw.address() as { port: number }
+    }),
+  )
   const bench = await startBillingProxy(t, { systems: () => billingSystems(`http://127.0.0.1:${port}`) })
   const write = () =>
     agentRequest(bench.port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{"name":"Zoë"}' })
