@@ -58,7 +58,10 @@ export function createSnapshotPublisher(deps: {
       // Read again after `held`: a version published legitimately is committed before it.
       const fresh = await source.read(tenantId, nowSeconds(clock))
       if (!fresh) return false
-      if (held !== null && held === fresh.version) return false
+      // Held a version that carries this change (its own or a later one) and that the database
+      // has: done. Requiring the database's latest instead let a burst of concurrent changes
+      // each lose the race five times and answer publish_pending for a change in effect.
+      if (held !== null && held >= snap.version && held <= fresh.version) return false
       if (held === null || held < fresh.version) {
         if ((await hot.publish(fresh)) === 'published') return true
         continue
