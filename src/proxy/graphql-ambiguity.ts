@@ -15,7 +15,9 @@ import { clip, exactDouble } from '../core/json-ambiguity.js'
  * - a carriage return not followed by a line feed: graphql-js ends a comment there, graphql-ruby's
  *   lexer only at a line feed, so what follows is code to one and comment to the other;
  * - an escaped surrogate (`\uD83D\uDE00`): graphql-js joins a pair into one character, gqlparser
- *   writes each half as U+FFFD, so a target templated from the string differs.
+ *   writes each half as U+FFFD, so a target templated from the string differs;
+ * - U+2028 or U+2029 raw: graphql-js keeps a comment going through them, graphql-java before 14
+ *   ended it there, so what follows is code to one and comment to the other.
  */
 export function documentTextAmbiguity(query: string): string | null {
   if (/"{4}/.test(query))
@@ -24,6 +26,8 @@ export function documentTextAmbiguity(query: string): string | null {
     return 'the document holds a carriage return without a line feed (lexers end comments differently)'
   if (/\\u(?:\{0*)?[dD][89a-fA-F][0-9a-fA-F]{2}(?![0-9a-fA-F])/.test(query))
     return 'the document escapes a surrogate (lexers join or replace the halves differently)'
+  if (/[\u2028\u2029]/.test(query))
+    return 'the document holds U+2028 or U+2029 (lexers end comments there differently; escape it in a string)'
   return null
 }
 
@@ -64,15 +68,26 @@ export function literalAmbiguity(doc: DocumentNode): string | null {
 /**
  * A query string that names a GraphQL parameter in a way `URLSearchParams` does not see: Rack
  * (Rails, so graphql-ruby's controller) also splits parameters on `;` and reads `[query]`,
- * `query]` and `]query` as `query`; Express's `qs` reads `[query]` as `query`. A server that
- * prefers the URL's parameters to the body's would run a document the gate never read.
+ * `query]` and `]query` as `query`; Express's `qs` reads `[query]` as `query`; ASP.NET Core
+ * (GraphQL.NET reads the URL's parameters on a POST too, and prefers them) reads names
+ * regardless of letter case, so `QUERY` is `query` (found in review). A server that prefers the
+ * URL's parameters to the body's would run a document the gate never read.
  */
 export function urlParameterAmbiguity(search: string, parameters: readonly string[]): string | null {
   if (search.includes(';')) return 'the URL holds ";" (Rack splits parameters on it)'
   for (const name of new URLSearchParams(search).keys()) {
-    if (!/[[\]]/.test(name)) continue
     const bare = name.replace(/[[\]]/g, '')
-    if (parameters.includes(bare)) return `the URL names ${bare} as ${name} (Rack and qs read it as ${bare})`
+    const parameter = parameterNamed(bare, parameters)
+    if (parameter === undefined || name === parameter) continue
+    return bare === parameter
+      ? `the URL names ${parameter} as ${name} (Rack and qs read it as ${parameter})`
+      : `the URL names ${parameter} as ${name} (ASP.NET Core reads names regardless of case)`
   }
   return null
+}
+
+/** The GraphQL parameter a URL parameter's name is to a server that ignores letter case. */
+export function parameterNamed(name: string, parameters: readonly string[]): string | undefined {
+  const folded = name.toLowerCase()
+  return parameters.find((p) => p.toLowerCase() === folded)
 }

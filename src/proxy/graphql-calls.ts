@@ -15,7 +15,12 @@ import { MAX_JSON_DEPTH, nestedDeeperThan } from '../core/json-depth.js'
 import { unstorableStrings } from '../core/storable-json.js'
 import { globMatcher } from './call-glob.js'
 import { callMediaType, NOT_UTF8, READ_OTHERWISE, utf8Text } from './call-media-type.js'
-import { documentTextAmbiguity, literalAmbiguity, urlParameterAmbiguity } from './graphql-ambiguity.js'
+import {
+  documentTextAmbiguity,
+  literalAmbiguity,
+  parameterNamed,
+  urlParameterAmbiguity,
+} from './graphql-ambiguity.js'
 import { caseVariantOf } from './member-case.js'
 
 /** One root mutation field a GraphQL request would execute: what the gate decides. */
@@ -56,7 +61,7 @@ function operationsOf(
   body: Buffer | null,
 ): Operation[] | string {
   const url = new URL(pathWithQuery, 'http://gate.invalid')
-  const urlProblem = urlParameterAmbiguity(url.search.slice(1), PARAMETERS)
+  const urlProblem = urlParameterAmbiguity(url.search.slice(1), URL_PARAMETERS)
   if (urlProblem !== null) return `${urlProblem}: ${READ_OTHERWISE}`
   // HEAD is GET without the answer's body, and servers route it so (Rails runs the GET action).
   if (method === 'GET' || method === 'HEAD') {
@@ -64,6 +69,7 @@ function operationsOf(
     // A parameter given twice is one value to the gate (the first) and maybe another to a server.
     const twice = PARAMETERS.find((p) => params.getAll(p).length > 1)
     if (twice !== undefined) return `the URL gives ${twice} more than once`
+    if (DOCUMENT_IDS.some((p) => params.has(p))) return PERSISTED
     const query = params.get('query')
     if (query === null) return 'a GET request carries no query parameter'
     let variables: unknown = {}
@@ -83,7 +89,10 @@ function operationsOf(
   }
   // Some servers read the request's parameters from its URL even on a POST (express-graphql
   // prefers them to the body's): a document there is one the gate would not have read.
-  if (PARAMETERS.some((p) => url.searchParams.has(p))) return 'a POST carries GraphQL parameters in its URL'
+  // Names are compared regardless of case, as ASP.NET Core reads them (urlParameterAmbiguity).
+  for (const name of url.searchParams.keys())
+    if (parameterNamed(name, URL_PARAMETERS) !== undefined)
+      return 'a POST carries GraphQL parameters in its URL'
   const media = callMediaType(contentType)
   if ('problem' in media) return media.problem
   const text = utf8Text(body ?? Buffer.alloc(0))
@@ -111,10 +120,12 @@ function operationsOf(
     if (!isObject(e)) return 'an operation is not an object'
     const variant = caseVariantOf(e, PARAMETER_SET)
     if (variant !== null) return `member ${variant} differs from a GraphQL parameter only by case`
+    // A persisted query names a document by its hash or id; the gate cannot read what it would
+    // run. An id beside a `query` is refused too: a server may prefer the id.
+    if (Object.keys(e).some((name) => parameterNamed(name, DOCUMENT_IDS) !== undefined)) return PERSISTED
     if (typeof e.query !== 'string')
-      // A persisted query names a document by its hash; the gate cannot read what it would run.
       return isObject(e.extensions) && 'persistedQuery' in e.extensions
-        ? 'a persisted query the gate cannot resolve (send the document itself)'
+        ? PERSISTED
         : 'an operation has no query'
     if (!variablesObject(e.variables)) return NOT_AN_OBJECT
     ops.push({ query: e.query, variables: (e.variables as Record<string, unknown> | null | undefined) ?? {} })
@@ -125,6 +136,13 @@ function operationsOf(
 /** The request parameters of GraphQL over HTTP. */
 const PARAMETERS = ['query', 'variables', 'operationName', 'extensions']
 const PARAMETER_SET: ReadonlySet<string> = new Set(PARAMETERS)
+/**
+ * Also a persisted document's id (GraphQL.NET and the GraphQL-over-HTTP draft's `documentId`,
+ * Relay's `doc_id`), which a server reads from the URL as well.
+ */
+const DOCUMENT_IDS = ['documentId', 'doc_id']
+const URL_PARAMETERS = [...PARAMETERS, ...DOCUMENT_IDS]
+const PERSISTED = 'a persisted query the gate cannot resolve (send the document itself)'
 
 // A server that parses a string `variables` (express-graphql does) would run other values than
 // the gate decided on: only an object, null or none is read.

@@ -294,6 +294,46 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         { code: 'unreadable_call' },
         'a bracketed parameter name',
       )
+      // Found in review: ASP.NET Core reads URL parameter names regardless of case, and GraphQL.NET
+      // prefers the URL's query and variables to the body's, on a POST too.
+      const deleteInUrl = encodeURIComponent('mutation { deleteRepository(id: "R_2") }')
+      for (const search of [
+        `QUERY=${deleteInUrl}`,
+        `%51uery=${deleteInUrl}`,
+        `Variables=${encodeURIComponent('{"id":"R_2"}')}`,
+        'DocumentId=abc',
+      ]) {
+        const cased = await agentRequest(bench.port, {
+          method: 'POST',
+          path: `/sys_github/graphql?${search}`,
+          headers: { 'content-type': 'application/json' },
+          body: '{"query":"{ viewer }"}',
+        })
+        t.match(
+          cased.json().errors[0],
+          { message: /in its URL|regardless of case/, extensions: { code: 'unreadable_call' } },
+          search,
+        )
+      }
+      for (const search of [
+        `query=${encodeURIComponent('{ viewer }')}&Query=${deleteInUrl}`,
+        `QUERY=${deleteInUrl}`,
+      ]) {
+        const get = await agentRequest(bench.port, { method: 'GET', path: `/sys_github/graphql?${search}` })
+        t.match(
+          get.json().errors[0],
+          { message: /regardless of case/, extensions: { code: 'unreadable_call' } },
+          search,
+        )
+      }
+      const byId = await post({ query: '{ viewer }', documentId: 'sha256:abc' })
+      t.match(byId.json().errors[0], { message: /persisted query/ }, 'a document id beside a query')
+      // graphql-js keeps a comment going through U+2028; graphql-java before 14 ended it there.
+      const separator = await post({
+        query: 'query Q { viewer } #\u2028mutation M { deleteRepository(id: "R_2") }',
+        operationName: 'Q',
+      })
+      t.match(separator.json().errors[0], { message: /U\+2028/ }, 'a line separator in a comment')
       const raw = await agentRequest(bench.port, {
         method: 'POST',
         path: '/sys_github/graphql',
