@@ -9,6 +9,7 @@ import type { Server as NetServer } from 'node:net'
 import type { TLSSocket } from 'node:tls'
 import type { Clock } from '../core/clock.js'
 import { ERRORS } from '../core/errors.js'
+import { standingOf } from '../core/evaluate.js'
 import type { CompiledSnapshot } from '../core/snapshot.js'
 import type { Environment } from '../core/verbs.js'
 import type { GatedWrites } from '../gate/gated-write.js'
@@ -59,6 +60,8 @@ export interface GateProxyDeps {
    * every write (found in review).
    */
   hotStoreReachable: (tenantId: string) => Promise<unknown>
+  /** The tenant's snapshot version in the hot store now (the cache may not have heard of a bump). */
+  hotVersion: (tenantId: string) => Promise<number | null>
   clock: Clock
   logger: Logger
   metrics: Metrics
@@ -139,6 +142,15 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
     servesClient,
     credentialFor,
     forward,
+    async standing(tenantId, keyId) {
+      // Read from the hot store's version, not only the cache: a revoke whose invalidation was
+      // lost is still seen, as the commit's version check sees it.
+      const version = await deps.hotVersion(tenantId)
+      if (version !== null) deps.snapshots.invalidate(tenantId, version)
+      const snap = await deps.snapshots.get(tenantId)
+      if (!snap) throw new Error('no snapshot')
+      return standingOf(snap, keyId)
+    },
   })
 
   const onRequest = oneRequestAtATime((req: IncomingMessage, res: ServerResponse) => {

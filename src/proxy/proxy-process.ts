@@ -238,6 +238,7 @@ export async function startProxy(
     remoteClients: settings.proxy.remoteClients,
     agentFor: (origin, how) => agents.agentFor(origin, how),
     hotStoreReachable: (tenantId) => parts.hot.version(tenantId),
+    hotVersion: (tenantId) => parts.hot.version(tenantId),
     interception: await interceptionOf(settings, parts),
     credentials,
     clock: parts.clock,

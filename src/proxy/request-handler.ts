@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { stageHttpRequest } from '../actions/action-stager.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS } from '../core/errors.js'
-import { standingOf } from '../core/evaluate.js'
+import { type Barred, standingOf } from '../core/evaluate.js'
 import type { Environment } from '../core/verbs.js'
 import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
 import { httpAnswer } from '../gate/http-answer.js'
@@ -18,6 +18,7 @@ import type { CredentialFor } from './credential-injection.js'
 import { continueIfExpected } from './forwarded-request.js'
 import type { Readiness } from './gate-proxy.js'
 import { graphqlProtocol } from './graphql-protocol.js'
+import { holdBodyEnd } from './late-body.js'
 import { mcpProtocol } from './mcp-protocol.js'
 import type { ProxyIdentity } from './proxy-identity.js'
 import { sendJson, sendRefusal } from './proxy-responses.js'
@@ -50,6 +51,8 @@ export interface RequestHandlerDeps {
   servesClient(socket: Socket): boolean
   credentialFor: CredentialFor
   forward: Forward
+  /** The key's standing under the tenant's current snapshot (a write's body that arrives late). */
+  standing(tenantId: string, keyId: string): Promise<Barred | null>
 }
 
 /** An answer in a body-aware protocol's own terms (a JSON-RPC error, a GraphQL error document). */
@@ -128,6 +131,12 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
     const hasBody = carriesBody(req.headers)
     const grantHeader = req.headers[GRANT_HEADER]
     let body: Buffer | null = null
+    // A body still arriving once the write is decided goes upstream whole only if the key still
+    // stands when it ends (late-body.ts). One that arrived with its headers costs nothing here.
+    const holdIfLate = () => {
+      if (body === null && hasBody && !req.complete)
+        holdBodyEnd(req, () => deps.standing(tenant.tenantId, tenant.keyId))
+    }
     const write: GatedWrite<ProxyContext> = {
       tenantId: tenant.tenantId,
       keyId: tenant.keyId,
@@ -243,6 +252,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
         return forward(req, res, c.system, credential, c.path, null, body ?? undefined, rewritten)
       }
       // A body read to stage a predicted STEP_UP is not on the socket any more: it goes from here.
+      if (credential) holdIfLate()
       return forward(req, res, c.system, credential, c.path, null, body ?? undefined)
     }
     if (answer.kind === 'refused') {
@@ -254,6 +264,7 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
       const c = answer.context as WriteContext
       const credential = credentialFor(res, c.system, { receiptId: answer.receiptId })
       if (credential === false) return
+      holdIfLate()
       forward(req, res, c.system, credential, c.path, answer.receiptId, body ?? undefined)
       return
     }

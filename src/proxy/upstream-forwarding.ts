@@ -10,8 +10,9 @@ import { sendReadBody } from './buffered-body.js'
 import type { InjectedCredential, RewrittenAnswer } from './call-writes.js'
 import { continueIfExpected, type Forwarded } from './forwarded-request.js'
 import { forwardedHeaders } from './hop-by-hop.js'
+import { BarredBeforeBodyEnd } from './late-body.js'
 import { OVERRIDE_HEADERS } from './method-override.js'
-import { sendJson } from './proxy-responses.js'
+import { sendJson, sendRefusal } from './proxy-responses.js'
 import { UPSTREAM_TIMEOUT_CODE } from './upstream-agent.js'
 import { GRANT_HEADER, RECEIPT_HEADER } from './writegate-headers.js'
 
@@ -119,6 +120,7 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
       const code = (err as NodeJS.ErrnoException)?.code
       const timedOut = code === UPSTREAM_TIMEOUT_CODE || code === 'ETIMEDOUT'
       if (clientGone(req, res)) return clientWentAway(req)
+      if (err instanceof BarredBeforeBodyEnd) return refuseLateBody(res, err, system, receiptId)
       // The answer came and is on its way to the agent (its end, if cut, cuts the agent's): an
       // error after it (bytes past its Content-Length, which Node parses as a next answer) is
       // the connection's, not this write's. Answering it too wrote into the relayed response
@@ -155,6 +157,24 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
     if (buffered) sendReadBody(req, buffered)
     if (rewritten) proxy.web(req, res, { selfHandleResponse: true }, onError)
     else proxy.web(req, res, onError)
+  }
+
+  /** A write whose key was barred while its body arrived: never completed upstream (late-body.ts). */
+  function refuseLateBody(
+    res: ServerResponse,
+    err: BarredBeforeBodyEnd,
+    system: SystemRecord,
+    receiptId: string | null,
+  ): void {
+    logger.warn(
+      { system: system.systemId, receiptId, barred: err.barred?.reason ?? 'standing_unreadable' },
+      "the key was barred before the write's body had arrived: the upstream request was abandoned before its end",
+    )
+    if (res.headersSent) return void res.destroy()
+    const withReceipt = receiptId ? { receiptId } : {}
+    if (err.barred)
+      sendRefusal(res, ERRORS.revoked, ERRORS.revoked.message, { barred: err.barred.reason, ...withReceipt })
+    else sendRefusal(res, ERRORS.gateUnavailable, ERRORS.gateUnavailable.message, withReceipt)
   }
 
   return { forward }

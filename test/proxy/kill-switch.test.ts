@@ -1,6 +1,9 @@
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import t from 'tap'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest } from '../helpers/proxy.js'
+import { sleep, waitFor } from '../helpers/wait.js'
 
 /**
  * Guarantee 1 (contract §1.2): once POST /v1/revoke or a policy PUT has returned, no
@@ -109,4 +112,63 @@ t.test('a revoked agent reads nothing through the proxy with the injected creden
     t.equal(fleet.upstream.received.at(-1)?.headers.authorization, undefined)
     t.equal((await fleet.api.post('/v1/reinstate', target, sponsor)).status, 200)
   }
+})
+
+/**
+ * Found in review: a write is decided on its headers, and an agent could send them, have the
+ * write allowed, and send its body after the revoke had returned; the upstream then ran it with
+ * the injected credential, as late as the agent chose. Now a body still arriving after the
+ * decision goes upstream whole only if the key still stands when it ends (src/proxy/late-body.ts).
+ * Pub/sub is suppressed: the proxy reads the hot store's version, as the commit does.
+ */
+t.test("a write's body that arrives after a revoke never completes upstream", async (t) => {
+  const fleet = await startFleet(t, { proxies: 1, deaf: true })
+  const [proxy] = fleet.proxies.map((p) => p.port) as [number]
+  const admin = { bearer: fleet.tenant.apiKey }
+  const sponsor = { bearer: fleet.tenant.sponsorToken }
+  const checks = async () =>
+    ((await fleet.api.get('/v1/receipts?limit=1000', admin)).body.receipts as { kind: string }[]).filter(
+      (r) => r.kind === 'CHECK',
+    ).length
+  const completed = () => fleet.upstream.received.filter((r) => r.complete && r.url === '/v1/verify')
+
+  /** Sends the headers and the body's first part, waits for the decision, then the rest in parts. */
+  async function lateWrite(body: string, between: () => Promise<void>) {
+    const socket = connect(proxy, '127.0.0.1')
+    const chunks: Buffer[] = []
+    socket.on('data', (c: Buffer) => chunks.push(c))
+    const closed = once(socket, 'close')
+    await once(socket, 'connect')
+    const before = await checks()
+    socket.write(
+      `POST /sys_billing/v1/verify HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body.slice(0, 5)}`,
+    )
+    await waitFor(async () => (await checks()) > before, 30_000, 'the write decided')
+    await between()
+    for (const part of [body.slice(5, 9), body.slice(9)]) {
+      socket.write(part)
+      await sleep(20)
+    }
+    await closed
+    const text = Buffer.concat(chunks).toString()
+    return {
+      status: Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]),
+      json: text.slice(text.indexOf('\r\n\r\n') + 4),
+    }
+  }
+
+  const body = JSON.stringify({ amount: 1234567, note: 'x'.repeat(64) })
+  const allowed = await lateWrite(body, async () => {})
+  t.equal(allowed.status, 200, 'a late body from a key that still stands goes through')
+  t.equal(completed().at(-1)?.body.toString(), body, 'whole and in order')
+
+  const before = completed().length
+  const refused = await lateWrite(body, async () => {
+    t.equal((await fleet.api.post('/v1/revoke', { keyId: fleet.agent.keyId }, sponsor)).status, 200)
+  })
+  t.equal(refused.status, 403)
+  t.match(JSON.parse(refused.json), { code: 'revoked', barred: 'sponsor_revoked_key', receiptId: /^rcp_/ })
+  await sleep(200)
+  t.equal(completed().length, before, 'the upstream never received the whole write')
 })
