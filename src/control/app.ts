@@ -26,6 +26,7 @@ import { answerClientError, guardServer } from '../node-http/guarded-server.js'
 import type { Logger } from '../observability/logger.js'
 import type { PolicyService } from '../policy/policy-service.js'
 import type { VerbService } from '../policy/verb-service.js'
+import { isPortalPath, PORTAL_SECURITY_HEADERS } from '../portal/portal-http.js'
 import { portalRoutes } from '../portal/portal-routes.js'
 import type { PortalSessions } from '../portal/portal-sessions.js'
 import type { SandboxService } from '../sandbox/sandbox-service.js'
@@ -127,8 +128,10 @@ export async function buildControlApp(
     genReqId: () => crypto.randomUUID(),
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 256 },
     // Errors the router raises before any hook: our JSON shape, and no echo of the URL.
-    frameworkErrors: (err, _req, res) => {
+    frameworkErrors: (err, req, res) => {
       const reply = res as unknown as FastifyReply
+      // Sent before any hook runs: the portal's headers are set here for its paths.
+      if (services.portalSessions && isPortalPath(req.url)) reply.headers(PORTAL_SECURITY_HEADERS)
       if (err.code === 'FST_ERR_MAX_PARAM_LENGTH')
         return reply.code(404).send({ error: ERRORS.notFound.message, code: ERRORS.notFound.code })
       return reply.code(400).send({ error: ERRORS.invalidRequest.message, code: ERRORS.invalidRequest.code })
@@ -142,6 +145,13 @@ export async function buildControlApp(
   installJsonBodyParser(app, BODY_LIMIT_BYTES)
   installUrlGuard(app)
   installErrorHandling(app)
+  if (services.portalSessions) {
+    // At the root, not in the portal's plugin: a path under /portal that no route answers, or one
+    // refused before routing, gets the portal's headers too (found in review).
+    app.addHook('onSend', async (req, reply) => {
+      if (isPortalPath(req.url)) reply.headers(PORTAL_SECURITY_HEADERS)
+    })
+  }
 
   // Closing waits for requests in flight; one that would keep shutdown waiting is cut after a
   // grace (unref'd: it never holds the process, and on a closed server it finds nothing left).

@@ -29,7 +29,8 @@ export const PORTAL_CSP = [
   "base-uri 'none'",
 ].join('; ')
 
-const SECURITY_HEADERS = {
+/** On every answer under /portal (app.ts sets them, so a 404 or a malformed URL there has them too). */
+export const PORTAL_SECURITY_HEADERS = {
   'content-security-policy': PORTAL_CSP,
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
@@ -39,6 +40,8 @@ const SECURITY_HEADERS = {
   'cross-origin-resource-policy': 'same-origin',
   'cache-control': 'no-store',
 }
+
+export const isPortalPath = (url: string): boolean => url === '/portal' || /^\/portal[/?#]/.test(url)
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -175,9 +178,6 @@ export function installPortalHttp(app: FastifyInstance, sessions: PortalSessions
   app.decorateRequest('portal', null)
   app.addHook('onRequest', async (req) => {
     req.portal = await sessions.resolve(readCookie(req, SESSION_COOKIE))
-  })
-  app.addHook('onSend', async (_req, reply) => {
-    reply.headers(SECURITY_HEADERS)
   })
   app.setErrorHandler((err: FastifyError, req, reply) => {
     // No one is there to read a page: none is written, and nothing went wrong.

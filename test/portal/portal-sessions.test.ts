@@ -72,13 +72,21 @@ t.test('portal sessions', async (t) => {
   })
 
   t.test('every answer carries the strict CSP and framing refusal', async (t) => {
-    for (const url of ['/portal/sign-in', '/portal', '/portal/assets/portal.js', '/portal/no-such-page']) {
+    // Found in review: a path no portal route answers, a POST-only route asked with GET, and a
+    // malformed one were answered by the root without the portal's headers.
+    for (const url of [
+      '/portal/sign-in',
+      '/portal',
+      '/portal/assets/portal.js',
+      '/portal/no-such-page',
+      '/portal/principals/x/state',
+      '/portal/audit/receipts/%FF',
+    ]) {
       const r = await cp.app.inject({ method: 'GET', url })
       const csp = String(r.headers['content-security-policy'] ?? '')
-      if (url === '/portal/no-such-page') {
-        t.equal(r.statusCode, 404, 'unknown portal path is 404')
-        continue
-      }
+      if (url === '/portal/no-such-page') t.equal(r.statusCode, 404, 'unknown portal path is 404')
+      t.equal(r.headers['cache-control'], 'no-store', url)
+      t.equal(r.headers['x-content-type-options'], 'nosniff', url)
       t.match(csp, /script-src 'self'/, url)
       t.notMatch(csp, /unsafe-inline|unsafe-eval/, url)
       t.match(csp, /frame-ancestors 'none'/, url)
