@@ -6,7 +6,7 @@ import { ClientLeft } from '../node-http/client-leaves.js'
 import { serviceUnavailable } from '../node-http/service-unavailable.js'
 import type { Html } from './html.js'
 import { errorPage } from './pages/error.js'
-import type { PortalSession, PortalSessions } from './portal-sessions.js'
+import { csrfTokenOf, type PortalSession, type PortalSessions } from './portal-sessions.js'
 
 /**
  * Portal cookies are set for the whole origin (`Path=/`): the API's `GET /v1/receipts/stats`
@@ -107,6 +107,12 @@ function crossOrigin(req: FastifyRequest): boolean {
 /** A state-changing form of a signed-in page: the session's CSRF token, from the portal's origin. */
 export function checkCsrf(req: FastifyRequest, session: PortalSession, form: Record<string, string>): void {
   if (crossOrigin(req) || !sameToken(form._csrf, session.csrfToken))
+    throw new WriteGateError(ERRORS.csrfInvalid)
+}
+
+/** Signing out: the form's token must be the one of the session the cookie names, live or not. */
+export function checkSignOutCsrf(req: FastifyRequest, token: string, form: Record<string, string>): void {
+  if (crossOrigin(req) || !sameToken(form._csrf, csrfTokenOf(token)))
     throw new WriteGateError(ERRORS.csrfInvalid)
 }
 

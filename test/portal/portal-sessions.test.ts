@@ -313,6 +313,27 @@ t.test('portal sessions', async (t) => {
         await api.post('/v1/reinstate', target, { bearer: tenant.sponsorToken })
         t.equal((await get()).statusCode, 200, 'reinstated: the session serves again')
       }
+      // Found in review: signing out while barred was refused (401), so a reinstate brought back
+      // a session its user had ended.
+      const csrf = /name="_csrf" value="([^"]+)"/.exec((await get()).body)?.[1] as string
+      await api.post('/v1/revoke', { keyId: key.body.keyId }, { bearer: tenant.sponsorToken })
+      const forged = await cp.app.inject({
+        method: 'POST',
+        url: '/portal/sign-out',
+        headers: { ...FORM, cookie: `wg_portal=${session}` },
+        payload: form({ _csrf: 'x'.repeat(csrf.length) }),
+      })
+      t.equal(forged.statusCode, 403, 'still only with the cookie’s own CSRF token')
+      const out = await cp.app.inject({
+        method: 'POST',
+        url: '/portal/sign-out',
+        headers: { ...FORM, cookie: `wg_portal=${session}` },
+        payload: form({ _csrf: csrf }),
+      })
+      t.equal(out.statusCode, 303, 'a barred session signs out')
+      t.match(String(out.headers['set-cookie']), /Max-Age=0/)
+      await api.post('/v1/reinstate', { keyId: key.body.keyId }, { bearer: tenant.sponsorToken })
+      t.equal((await get()).statusCode, 303, 'reinstated: the signed-out session stays ended')
     },
   )
 

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { WriteGateError } from '../../core/errors.js'
+import { ERRORS, WriteGateError } from '../../core/errors.js'
 import { randomBase62 } from '../../core/random.js'
 import { signInPage } from '../pages/sign-in.js'
 import {
   checkPreSessionCsrf,
+  checkSignOutCsrf,
   cookie,
   formOf,
   PRE_SESSION_COOKIE,
@@ -11,7 +12,7 @@ import {
   SESSION_COOKIE,
   sendPage,
 } from '../portal-http.js'
-import { type PortalDeps, refusal, signedForm } from './route-kit.js'
+import { type PortalDeps, refusal } from './route-kit.js'
 
 /** Sign-in (admin key + TOTP) and sign-out. */
 export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
@@ -49,8 +50,13 @@ export function signInRoutes(app: FastifyInstance, deps: PortalDeps): void {
   })
 
   app.post('/portal/sign-out', async (req, reply) => {
-    signedForm(req)
-    await deps.sessions.signOut(readCookie(req, SESSION_COOKIE) ?? '')
+    // Not signedForm: a session the sponsor's roster bars (or one expired) is refused as a session,
+    // but signing it out must still end it, or a reinstate would bring back a session its user
+    // ended (found in review). The form's token is checked against the cookie itself.
+    const token = readCookie(req, SESSION_COOKIE)
+    if (!token) throw new WriteGateError(ERRORS.portalSessionRequired)
+    checkSignOutCsrf(req, token, formOf(req))
+    await deps.sessions.signOut(token)
     reply.header('set-cookie', cookie(req, SESSION_COOKIE, '', 0))
     return reply.redirect('/portal/sign-in', 303)
   })
