@@ -336,6 +336,20 @@ export function createExecuteService(deps: {
       let committed: { authorized: Receipt; claimed: Receipt[] } | null
       try {
         committed = await sor.transaction(async (stores) => {
+          // The system as prepared must still be enrolled when the write is authorised: prepare()
+          // read it before the standing check and this transaction, and a DELETE answered in
+          // between let approved writes reach the deleted system's upstream, their receipts after
+          // SYSTEM_DELETE (found in review). A change that lands after this read is in flight
+          // with the write, as a revoke is.
+          const enrolled = await stores.systems.get(caller.tenantId, req.system.systemId)
+          if (!enrolled || enrolled.deletedAt !== null)
+            fail(ERRORS.unknownSystem, { systemId: req.system.systemId })
+          if (extras.systemVersion !== undefined && enrolled.version !== extras.systemVersion)
+            fail(ERRORS.actionSystemChanged, {
+              ...(extras.detail ?? {}),
+              systemId: enrolled.systemId,
+              systemVersion: enrolled.version,
+            })
           if (!(await stores.leases.consume(caller.tenantId, leaseId, at))) return null
           const before = extras.claim ? await extras.claim(stores) : []
           const receipts = await audit.appendWith(stores, [...before, authorizedDraft])
