@@ -31,6 +31,8 @@ export function holdBodyEnd(req: IncomingMessage, standing: () => Promise<Barred
     const out = destination as unknown as Writable
     let held: Buffer | null = null
     req.on('data', (chunk: Buffer) => {
+      // An upstream that answered early and closed takes nothing more (pipe would unpipe).
+      if (out.destroyed) return
       if (held && !out.write(held)) {
         req.pause()
         out.once('drain', () => req.resume())
