@@ -15,7 +15,7 @@ import { createLogger } from '../observability/logger.js'
 import { createMetrics, type Metrics } from '../observability/metrics.js'
 import { startMetricsServer } from '../observability/metrics-server.js'
 import type { HotStore } from '../store/ports/hot-store.js'
-import { connectRedis } from '../store/redis/connect.js'
+import { connectOnce, connectRedis } from '../store/redis/connect.js'
 import { createRedisHotStore } from '../store/redis/hot-store.js'
 import { credentialResolverFor } from '../systems/credential-resolver.js'
 import { publicOnlyLookup } from '../systems/public-address-lookup.js'
@@ -323,10 +323,21 @@ export async function startProxyProcess(
   const subscriber = connectRedis(redisOpts, 'subscriber', logger)
   // Connect before the first lookup (a healthy start logs nothing), but do not wait long: a
   // proxy whose Redis is down starts, answers 503 (fail closed) and says why in /readyz.
+  // A server that answers but refuses us (a password, a database it does not have) is a bad
+  // setting, not an outage: refused here in one line, as the control plane does.
+  let refused: Error | null = null
   await Promise.race([
-    redis.connect().catch(() => {}),
+    connectOnce(redis).catch((err: Error) => {
+      if (err.name === 'ReplyError') refused = err
+    }),
     new Promise((resolve) => setTimeout(resolve, 2000).unref()),
   ])
+  if (refused) {
+    redis.disconnect()
+    subscriber.disconnect()
+    const line = ((refused as Error).message || 'error').split('\n')[0]
+    throw new ConfigError(`invalid setting redis.url (WRITEGATE_REDIS_URL): cannot connect: ${line}`)
+  }
   subscriber.connect().catch(() => {})
   const redisHot = createRedisHotStore({
     redis,

@@ -48,6 +48,21 @@ t.test(
   },
 )
 
+t.test('writegate proxy refuses it too: a bad setting, not an outage to wait out', async (t) => {
+  const r = await runCli(['proxy'], {
+    env: {
+      WRITEGATE_REDIS_URL: `${TEST_REDIS_URL}/99`,
+      WRITEGATE_PROXY_API_KEY: 'wg_live_not_checked_before_redis',
+      WRITEGATE_PORT: '0',
+    },
+  })
+  t.equal(r.code, 1)
+  t.match(
+    r.stderr,
+    /^writegate: invalid setting redis\.url \(WRITEGATE_REDIS_URL\): cannot connect: the server refused database 99 \(ERR DB index is out of range\)$/,
+  )
+})
+
 t.test('a database the URL names is the one written, and again after a restart', async (t) => {
   const prefix = `wgt:${randomBase62(10)}:`
   const admin = new Redis(TEST_REDIS_URL)
