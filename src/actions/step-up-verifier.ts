@@ -5,7 +5,7 @@ import { ERRORS, fail } from '../core/errors.js'
 import { credentialReceipt } from '../identity/credential-receipt.js'
 import type { Logger } from '../observability/logger.js'
 import { backupCodeMatches, normalizeBackupCode } from '../security/backup-codes.js'
-import { type Keyring, openSecret } from '../security/keyring.js'
+import { type Keyring, openSecret, totpSecretAad } from '../security/keyring.js'
 import { matchTotpStep } from '../security/totp.js'
 import type { Stores } from '../store/ports/index.js'
 
@@ -98,6 +98,25 @@ export function createStepUpVerifier(deps: {
     fail(ERRORS.stepUpLocked, { limit: MAX_WRONG_CODES })
   }
 
+  /**
+   * The authenticator's secret. One sealed under another master key (start-up refuses a key that
+   * opens none of the stored secrets, but a tenant may have enrolled under another) cannot check
+   * any code: 503 totp_unreadable, the code's count taken back (it was not checked), and one
+   * warning, the re-enrolment being the sponsor's to do.
+   */
+  async function openEnrolment(tenantId: string, enrolment: string): Promise<string> {
+    try {
+      return openSecret(keyring, enrolment, totpSecretAad(tenantId))
+    } catch (err) {
+      await stores.totp.uncountCodeTried(tenantId, MAX_WRONG_CODES)
+      logger.warn(
+        { tenantId, cause: (err as Error).message },
+        "step-up: the authenticator's secret does not open with this master key (sealed under another); the sponsor must re-enrol it (POST /v1/sponsor/totp)",
+      )
+      return fail(ERRORS.totpUnreadable)
+    }
+  }
+
   return {
     async check(tenantId, code) {
       const trimmed = code.trim()
@@ -109,7 +128,7 @@ export function createStepUpVerifier(deps: {
       if (!enrolled) return invalid('not_enrolled')
       const enrolment = enrolled.secretEnc
       if (totpShaped) {
-        const secret = openSecret(keyring, enrolment, `totp:${tenantId}`)
+        const secret = await openEnrolment(tenantId, enrolment)
         const step = await matchTotpStep(secret, trimmed, nowSeconds(clock))
         if (step === null) return invalid('wrong_code')
         if (enrolled.lastUsedStep !== null && step <= enrolled.lastUsedStep) return invalid('replayed')

@@ -36,7 +36,7 @@ import { createPortalSessions } from '../portal/portal-sessions.js'
 import { createSandboxService } from '../sandbox/sandbox-service.js'
 import { resolveAuditSigningKey } from '../security/audit-signing-key.js'
 import { deriveKeyring, type Keyring } from '../security/keyring.js'
-import { resolveMasterKey } from '../security/master-key.js'
+import { checkMasterKeyOpensSecrets, resolveMasterKey } from '../security/master-key.js'
 import { createSponsorService } from '../sponsor/sponsor-service.js'
 import { createMemoryHotStore } from '../store/memory/hot-store.js'
 import { createMemoryRateLimitStore } from '../store/memory/rate-limit-store.js'
@@ -153,9 +153,12 @@ export async function createControlPlane(
   const logger = overrides.logger ?? createLogger(settings.log.level)
   const clock = overrides.clock ?? systemClock
   const target = databaseTarget(settings.database.url, settings.dataDir, settings.database.maxConnections)
-  const keyring =
-    overrides.keyring ??
-    deriveKeyring(resolveMasterKey(settings.secrets.masterKeyFile, target, settings.dataDir))
+  // The configured key is checked against the sealed secrets once the database is open; a
+  // test's keyring is its own (and a second instance on a test's database may bring another).
+  const masterKey = overrides.keyring
+    ? null
+    : resolveMasterKey(settings.secrets.masterKeyFile, target, settings.dataDir)
+  const keyring = masterKey ? deriveKeyring(masterKey.key) : (overrides.keyring as Keyring)
   const auditSigningKey =
     overrides.auditSigningKey ??
     resolveAuditSigningKey(settings.audit.signingKeyFile, target, settings.dataDir)
@@ -241,6 +244,9 @@ export async function createControlPlane(
     }
     const storage = overrides.storage ?? createPostgresStorage(database as Database)
     const sor = storage.sor
+    // Another master key than the one that sealed the stored TOTP secrets stops start-up here,
+    // not at the first approval (every code would fail against it).
+    if (masterKey) await checkMasterKeyOpensSecrets(keyring, masterKey, sor.stores.totp)
     const auditTrail = createAuditTrail({
       storage,
       signingKey: auditSigningKey,

@@ -323,6 +323,12 @@ export const ERRORS = {
     'step-up authenticator locked',
     'Too many wrong codes (a bucket of 100 that drains by 100 every 30 days overflowed): the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
   ),
+  totpUnreadable: def(
+    'totp_unreadable',
+    503,
+    "the authenticator's secret cannot be read with this master key",
+    "The tenant's authenticator secret was sealed under another master key than the control plane's, so no authenticator code can be checked (backup codes still work): the sponsor must re-enrol it (POST /v1/sponsor/totp).",
+  ),
   approvalLocked: def(
     'approval_locked',
     429,

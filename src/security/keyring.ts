@@ -44,13 +44,17 @@ export function readMasterKeyFile(path: string): Buffer {
   return parseMasterKey(readFileSync(path))
 }
 
-/** The embedded default: create the key beside the PGlite data on first start, then reuse it. */
-export function loadOrCreateMasterKeyFile(path: string): Buffer {
-  if (existsSync(path)) return readMasterKeyFile(path)
+/**
+ * The embedded default: create the key beside the PGlite data on first start, then reuse it.
+ * `created` says this call wrote it (start-up takes it back if the database holds secrets sealed
+ * with the one it replaces).
+ */
+export function loadOrCreateMasterKeyFile(path: string): { key: Buffer; created: boolean } {
+  if (existsSync(path)) return { key: readMasterKeyFile(path), created: false }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
   const key = randomBytes(32)
   writeFileSync(path, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' })
-  return key
+  return { key, created: true }
 }
 
 /** AES-256-GCM envelope: `v1.<iv>.<ciphertext>.<tag>` in base64url. */
@@ -64,7 +68,15 @@ export function sealSecret(keyring: Keyring, plaintext: string, aad: string): st
     .join('.')
 }
 
-/** `aad` binds the ciphertext to its owner: a sealed value copied to another tenant's row will not open. */
+/** What a tenant's TOTP secret is sealed under (`aad`): it opens in that tenant's row only. */
+export function totpSecretAad(tenantId: string): string {
+  return `totp:${tenantId}`
+}
+
+/**
+ * `aad` binds the ciphertext to its owner: a sealed value copied to another tenant's row will not
+ * open. Throws when it does not open: sealed under another master key, or not a sealed value.
+ */
 export function openSecret(keyring: Keyring, sealed: string, aad: string): string {
   const [v, iv, ct, tag] = sealed.split('.')
   if (v !== 'v1' || !iv || !ct || !tag) throw new Error('unrecognised sealed secret')
@@ -72,4 +84,14 @@ export function openSecret(keyring: Keyring, sealed: string, aad: string): strin
   decipher.setAAD(Buffer.from(aad))
   decipher.setAuthTag(Buffer.from(tag, 'base64url'))
   return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8')
+}
+
+/** Whether `sealed` opens with this keyring (see `openSecret`). */
+export function opensWith(keyring: Keyring, sealed: string, aad: string): boolean {
+  try {
+    openSecret(keyring, sealed, aad)
+    return true
+  } catch {
+    return false
+  }
 }

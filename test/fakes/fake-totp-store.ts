@@ -38,6 +38,13 @@ export function createFakeTotpStore(ctx: FakeContext): TotpStore {
       const r = db.totp.get(tenantId)
       return r ? { secretEnc: r.secretEnc, lastUsedStep: r.lastUsedStep } : null
     },
+    async newestSecrets(limit) {
+      return db.totp
+        .rows()
+        .sort((a, b) => b.createdAt - a.createdAt)
+        .slice(0, limit)
+        .map((r) => ({ tenantId: r.tenantId, secretEnc: r.secretEnc }))
+    },
     async countCodeTried(tenantId, at, limit, drainPerSecond) {
       const r = db.totp.get(tenantId)
       if (!r) return null

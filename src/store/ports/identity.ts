@@ -117,6 +117,11 @@ export interface TotpStore {
   ): Promise<boolean>
   secret(tenantId: string): Promise<{ secretEnc: string; lastUsedStep: number | null } | null>
   /**
+   * The `limit` most recent enrolments, newest first: what start-up tries to
+   * open with the configured master key.
+   */
+  newestSecrets(limit: number): Promise<{ tenantId: string; secretEnc: string }[]>
+  /**
    * Counts one code about to be checked as wrong, before it is checked (parallel guesses cannot
    * outrun the limit), in a bucket that drains `drainPerSecond` with time but not once it is
    * past `limit` (locked); returns the level including it, or null when the tenant has no

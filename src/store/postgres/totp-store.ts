@@ -28,6 +28,13 @@ export function createTotpStore(sql: SqlHandle): TotpStore {
         select secret_enc, last_used_step from tenant_totp where tenant_id = ${tenantId}`
       return r ? { secretEnc: r.secret_enc, lastUsedStep: numOrNull(r.last_used_step) } : null
     },
+    async newestSecrets(limit) {
+      // Once, at start-up: no index on created_at, a scan of one row per tenant.
+      const rows = await sql<{ tenant_id: string; secret_enc: string }[]>`
+        select tenant_id, secret_enc from tenant_totp
+        order by created_at desc limit ${limit}`
+      return rows.map((r) => ({ tenantId: r.tenant_id, secretEnc: r.secret_enc }))
+    },
     async countCodeTried(tenantId, at, limit, drainPerSecond) {
       // One statement: both expressions read the row as it was, under its lock.
       const [r] = await sql<{ wrong_codes: number }[]>`
