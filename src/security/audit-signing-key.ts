@@ -1,8 +1,9 @@
 import { generateKeyPairSync, type KeyObject } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { ConfigError } from '../config/load.js'
 import { parseEd25519PrivateKey } from '../core/ed25519.js'
+import { makeDirectory } from '../node-fs/make-directory.js'
 import type { DatabaseTarget } from '../store/postgres/connect.js'
 
 const SETTING = 'audit.signingKeyFile (WRITEGATE_AUDIT_SIGNING_KEY_FILE)'
@@ -48,7 +49,7 @@ export function resolveAuditSigningKey(
       const path = join(resolve(dataDir), 'audit-signing.pem')
       try {
         if (!existsSync(path)) {
-          mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+          makeDirectory(dirname(path), 0o700)
           writeFileSync(path, newAuditSigningKeyPem().privatePem, { mode: 0o600, flag: 'wx' })
         }
         return readKeyFile(path)

@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { makeDirectory } from '../node-fs/make-directory.js'
 
 /**
  * Keys derived from one 32-byte master key that never lives in the database.
@@ -51,7 +52,7 @@ export function readMasterKeyFile(path: string): Buffer {
  */
 export function loadOrCreateMasterKeyFile(path: string): { key: Buffer; created: boolean } {
   if (existsSync(path)) return { key: readMasterKeyFile(path), created: false }
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  makeDirectory(dirname(path), 0o700)
   const key = randomBytes(32)
   writeFileSync(path, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' })
   return { key, created: true }

@@ -71,6 +71,15 @@ t.test('an unreachable Redis at start is named first, in one line, with its caus
   })
 })
 
+// Found in review: Node's recursive mkdir never returns for a directory /proc refuses (ENOENT
+// from a parent that exists), and start-up hung with no output.
+t.test('a data directory that cannot be created stops start-up in one line', async (t) => {
+  const r = await run(['start'], { WRITEGATE_DATA_DIR: '/proc/wg-no-such-dir', WRITEGATE_PORT: '0' })
+  t.equal(r.code, 1)
+  t.match(r.stderr, /^writegate: invalid setting dataDir \(WRITEGATE_DATA_DIR\): .*\(?ENOENT\)?$/)
+  t.equal(r.stderr.split('\n').length, 1, `one line: ${r.stderr}`)
+})
+
 t.test('a database that cannot be opened names the setting in use: dataDir when embedded', async (t) => {
   // The embedded PGlite directory (<dataDir>/pgdata) is a regular file.
   const fileDir = mkdtempSync(join(tmpdir(), 'wg-cli-'))

@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import postgres, { type Sql } from 'postgres'
+import { makeDirectory } from '../../node-fs/make-directory.js'
 import { createReplyWatchdog } from './reply-watchdog.js'
 
 export type DatabaseKind = 'postgres' | 'pglite-disk' | 'pglite-memory'
@@ -118,7 +119,7 @@ export async function openDatabase(target: DatabaseTarget): Promise<Database> {
 async function openPglite(target: Exclude<DatabaseTarget, { kind: 'postgres' }>): Promise<Database> {
   let releaseLock = () => {}
   if (target.kind === 'pglite-disk') {
-    mkdirSync(target.dir, { recursive: true, mode: 0o700 })
+    makeDirectory(target.dir, 0o700)
     releaseLock = acquireDirLock(target.dir)
   }
   let db: PGlite | undefined
