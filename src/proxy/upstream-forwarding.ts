@@ -30,9 +30,18 @@ const STRIPPED: ReadonlySet<string> = new Set([
   'expect',
 ])
 
-/** OpenSSL's and Node's codes for an upstream certificate that does not verify. */
+/**
+ * OpenSSL's and Node's codes for an upstream certificate that does not verify: every verify error
+ * Node names (crypto_common.cc), and UNSPECIFIED, which it gives those it does not name (a name
+ * constraint or a key usage the chain breaks: found in review, answered upstream_error, which
+ * says the write may have been sent, though the handshake had failed).
+ */
 const CERTIFICATE_ERRORS =
-  /^(CERT_|UNABLE_TO_(GET_ISSUER|VERIFY_LEAF|DECRYPT_CERT)|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|ERR_TLS_CERT_ALTNAME_INVALID|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|CERT_UNTRUSTED|CERT_REJECTED)/
+  /^(CERT_|CRL_|UNABLE_TO_|ERROR_IN_C(ERT|RL)_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|ERR_TLS_CERT_ALTNAME_INVALID$|HOSTNAME_MISMATCH$|INVALID_CA$|INVALID_PURPOSE$|PATH_LENGTH_EXCEEDED$|UNSPECIFIED$)/
+
+/** Whether an upstream request's error code says its certificate did not verify (nothing was sent). */
+export const certificateFailure = (code: string | undefined): boolean =>
+  code !== undefined && CERTIFICATE_ERRORS.test(code)
 
 export interface UpstreamForwardingDeps {
   logger: Logger
@@ -133,7 +142,7 @@ export function createUpstreamForwarding(deps: UpstreamForwardingDeps): { forwar
       if (!res.headersSent) {
         // A certificate that does not verify fails the handshake, and a name that now resolves
         // inside fails the lookup: either way nothing of the write was sent.
-        const certificate = code !== undefined && CERTIFICATE_ERRORS.test(code)
+        const certificate = certificateFailure(code)
         const inside = err instanceof PrivateAddressRefused
         const def = timedOut
           ? ERRORS.upstreamTimeout
