@@ -104,6 +104,16 @@ export async function loadInterceptionCa(certPem: string, keyPem: string): Promi
   const permitted = permittedDnsNames(cert)
   if (!permitted || permitted.length === 0)
     throw new CaFileError('cert', 'the CA certificate has no name constraints: it could vouch for any host')
+  // Found in review: an expired CA was taken, the proxy said ready, and every client refused its
+  // leaves. (One that expires while the proxy runs: its leaves end with it, below.)
+  const loadedAt = Date.now()
+  if (cert.notAfter.getTime() <= loadedAt)
+    throw new CaFileError(
+      'cert',
+      `the CA certificate expired on ${cert.notAfter.toISOString()}: clients refuse what it signs (make a new one with writegate ca init)`,
+    )
+  if (cert.notBefore.getTime() > loadedAt)
+    throw new CaFileError('cert', `the CA certificate is not valid until ${cert.notBefore.toISOString()}`)
   let caKey: CryptoKey
   try {
     caKey = await keyFromPem(keyPem)
@@ -131,7 +141,8 @@ export async function loadInterceptionCa(certPem: string, keyPem: string): Promi
         subject: `CN=${host}`,
         issuer: cert.subject,
         notBefore: new Date(now - 60_000),
-        notAfter: new Date(now + ttlSeconds * 1000),
+        // Never past the CA's own end: a client would refuse the leaf from then on anyway.
+        notAfter: new Date(Math.min(now + ttlSeconds * 1000, cert.notAfter.getTime())),
         publicKey: leafKey.publicKey,
         signingKey: caKey,
         signingAlgorithm: SIGN,

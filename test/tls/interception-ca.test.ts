@@ -118,6 +118,39 @@ t.test('a CA without name constraints is refused', async (t) => {
   await t.rejects(loadInterceptionCa(plain.toString('pem'), 'unused'), /no name constraints/)
 })
 
+// Found in review: an expired CA was taken at start-up (every client then refused its leaves), and
+// a leaf could outlive its CA.
+t.test('an expired or not yet valid CA is refused; a leaf ends with its CA', async (t) => {
+  const day = 86_400_000
+  const expired = await createInterceptionCa({
+    hosts: ['localhost'],
+    days: 1,
+    now: new Date(Date.now() - 10 * day),
+  })
+  await t.rejects(loadInterceptionCa(expired.certPem, expired.keyPem), {
+    file: 'cert',
+    message: /expired on/,
+  })
+  const future = await createInterceptionCa({
+    hosts: ['localhost'],
+    days: 1,
+    now: new Date(Date.now() + day),
+  })
+  await t.rejects(loadInterceptionCa(future.certPem, future.keyPem), {
+    file: 'cert',
+    message: /not valid until/,
+  })
+  const ending = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
+  const ca = await loadInterceptionCa(ending.certPem, ending.keyPem)
+  const keys = (await webcrypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, [
+    'sign',
+    'verify',
+  ])) as webcrypto.CryptoKeyPair
+  const leaf = new x509.X509Certificate(await ca.issueLeaf('localhost', keys, 7 * 86_400))
+  const caEnd = new x509.X509Certificate(ending.certPem).notAfter.getTime()
+  t.ok(leaf.notAfter.getTime() <= caEnd, 'a week-long leaf asked of a CA with a day left ends with the CA')
+})
+
 // Found in review: another CA's key was taken, and every leaf it signed failed verification.
 t.test("another CA's key, or no key at all, is refused, naming the key file", async (t) => {
   const a = await createInterceptionCa({ hosts: ['localhost'], days: 1 })
