@@ -30,6 +30,9 @@ for (const [net, bits] of [
 ] as const)
   PRIVATE.addSubnet(net, bits, 'ipv6')
 
+/** Kubernetes's names for its Services and pods (`kubernetes.default.svc`, `x.ns.svc.cluster.local`). */
+const CLUSTER_SUFFIXES = ['.svc', '.svc.cluster.local', '.cluster.local']
+
 /** Whether a host (a name or an IP literal, brackets allowed) is loopback, private or link-local. */
 export function isPrivateHost(host: string): boolean {
   // A fully qualified name's trailing dot names the same host (`localhost.` is localhost).
@@ -38,23 +41,55 @@ export function isPrivateHost(host: string): boolean {
     .toLowerCase()
     .replace(/\.$/, '')
   if (h === 'localhost' || h.endsWith('.localhost')) return true
+  // A cluster's own names: its Services may have addresses no range here marks as private (GKE
+  // gives new clusters 34.118.224.0/20 for them; found in review).
+  if (CLUSTER_SUFFIXES.some((suffix) => h.endsWith(suffix))) return true
   const family = isIP(h)
   if (family === 4) return PRIVATE.check(h, 'ipv4')
-  if (family === 6) {
-    // An IPv4 address written as IPv6 (::ffff:10.0.0.1), or behind NAT64 (64:ff9b::10.0.0.1), is
-    // that IPv4 address.
-    const embedded = /^(?:::ffff|64:ff9b:|64:ff9b:1:):(\d+\.\d+\.\d+\.\d+)$/.exec(h)
-    if (embedded) return PRIVATE.check(embedded[1] as string, 'ipv4')
-    // The well-known prefix and the local-use one (64:ff9b:1::/48), the IPv4 address last.
-    const nat64 = /^64:ff9b(?::1)?::([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(h)
-    if (nat64) {
-      const hi = Number.parseInt(nat64[1] as string, 16)
-      const lo = Number.parseInt(nat64[2] as string, 16)
-      return PRIVATE.check(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`, 'ipv4')
-    }
-    return PRIVATE.check(h, 'ipv6')
-  }
+  if (family === 6) return privateIpv6(h)
   return false
+}
+
+/**
+ * An IPv6 address that carries an IPv4 one is judged as that address, or refused when where it
+ * leads depends on the network (found in review: the IPv4-compatible, SIIT, 6to4 and local-use
+ * NAT64 forms of 127.0.0.1 were taken as public): IPv4-mapped (::ffff:a.b.c.d), SIIT
+ * (::ffff:0:a.b.c.d), NAT64's well-known prefix (64:ff9b::/96) and 6to4 (2002::/16, the address
+ * in its second to fifth bytes) by their IPv4 address; IPv4-compatible (::/96), the rest of
+ * 64:ff9b::/32 (the local-use 64:ff9b:1::/48 of RFC 8215 is a network's own), Teredo (2001::/32)
+ * and the deprecated site-local fec0::/10, whatever they carry.
+ */
+function privateIpv6(address: string): boolean {
+  const b = ipv6Bytes(address)
+  const zero = (from: number, to: number) => b.slice(from, to).every((x) => x === 0)
+  const v4 = (at: number) => PRIVATE.check(`${b[at]}.${b[at + 1]}.${b[at + 2]}.${b[at + 3]}`, 'ipv4')
+  if (zero(0, 12)) return true
+  if (zero(0, 10) && b[10] === 0xff && b[11] === 0xff) return v4(12)
+  if (zero(0, 8) && b[8] === 0xff && b[9] === 0xff && zero(10, 12)) return v4(12)
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b) return zero(4, 12) ? v4(12) : true
+  if (b[0] === 0x20 && b[1] === 0x02) return v4(2)
+  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0) return true
+  if (b[0] === 0xfe && ((b[1] as number) & 0xc0) === 0xc0) return true
+  return PRIVATE.check(address, 'ipv6')
+}
+
+/** The 16 bytes of an IPv6 address `isIP` accepted (a dotted IPv4 tail allowed, a zone dropped). */
+function ipv6Bytes(address: string): number[] {
+  let text = address.replace(/%.*$/, '')
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text)
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number]
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`
+  }
+  const [left = '', right] = text.split('::')
+  const words = (part: string) => (part === '' ? [] : part.split(':'))
+  const head = words(left)
+  const tail = right === undefined ? [] : words(right)
+  const all = [...head, ...Array(8 - head.length - tail.length).fill('0'), ...tail]
+  return all.flatMap((w) => {
+    const n = Number.parseInt(w, 16)
+    return [n >> 8, n & 255]
+  })
 }
 
 /**
