@@ -323,6 +323,12 @@ export const ERRORS = {
     'step-up authenticator locked',
     'Too many wrong codes (a bucket of 100 that drains by 100 every 30 days overflowed): the sponsor must re-enrol the authenticator (POST /v1/sponsor/totp).',
   ),
+  systemChanged: def(
+    'system_changed',
+    409,
+    'the system changed while the write was under way',
+    "The execute's system was changed (its upstream, credential, routes or tools) after the request was read and before it was authorised. Nothing was sent and the lease is not used up: execute again.",
+  ),
   totpUnreadable: def(
     'totp_unreadable',
     503,

@@ -344,12 +344,15 @@ export function createExecuteService(deps: {
           const enrolled = await stores.systems.get(caller.tenantId, req.system.systemId)
           if (!enrolled || enrolled.deletedAt !== null)
             fail(ERRORS.unknownSystem, { systemId: req.system.systemId })
+          // Changed (another upstream, another credential): what was read is not what is enrolled.
           if (extras.systemVersion !== undefined && enrolled.version !== extras.systemVersion)
             fail(ERRORS.actionSystemChanged, {
               ...(extras.detail ?? {}),
               systemId: enrolled.systemId,
               systemVersion: enrolled.version,
             })
+          if (enrolled.version !== req.system.version)
+            fail(ERRORS.systemChanged, { systemId: enrolled.systemId, systemVersion: enrolled.version })
           if (!(await stores.leases.consume(caller.tenantId, leaseId, at))) return null
           const before = extras.claim ? await extras.claim(stores) : []
           const receipts = await audit.appendWith(stores, [...before, authorizedDraft])

@@ -41,7 +41,17 @@ export const PORTAL_SECURITY_HEADERS = {
   'cache-control': 'no-store',
 }
 
-export const isPortalPath = (url: string): boolean => url === '/portal' || /^\/portal[/?#]/.test(url)
+/**
+ * Whether a request's URL is under /portal as the router reads it: an ASCII character may come
+ * percent-encoded (`/%70ortal/sign-in` is the sign-in page; found in review, it had no headers).
+ * Only ASCII escapes are read, so a malformed one (refused before routing) still decides.
+ */
+export function isPortalPath(url: string): boolean {
+  const path = url.replace(/%([0-7][0-9a-f])/gi, (_, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  )
+  return path === '/portal' || /^\/portal[/?#]/.test(path)
+}
 
 declare module 'fastify' {
   interface FastifyRequest {

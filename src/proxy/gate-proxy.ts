@@ -147,8 +147,13 @@ export function createGateProxy(deps: GateProxyDeps): GateProxy {
       // lost is still seen, as the commit's version check sees it.
       const version = await deps.hotVersion(tenantId)
       if (version !== null) deps.snapshots.invalidate(tenantId, version)
-      const snap = await deps.snapshots.get(tenantId)
-      if (!snap) throw new Error('no snapshot')
+      let snap = await deps.snapshots.get(tenantId)
+      // A load already under way when the version was read may bring an older snapshot.
+      if (snap && version !== null && snap.version < version) {
+        deps.snapshots.invalidate(tenantId, version)
+        snap = await deps.snapshots.get(tenantId)
+      }
+      if (!snap || (version !== null && snap.version < version)) throw new Error('no current snapshot')
       return standingOf(snap, keyId)
     },
   })

@@ -88,6 +88,8 @@ export function urlParameterAmbiguity(search: string, parameters: readonly strin
 
 /** The GraphQL parameter a URL parameter's name is to a server that ignores letter case. */
 export function parameterNamed(name: string, parameters: readonly string[]): string | undefined {
-  const folded = name.toLowerCase()
-  return parameters.find((p) => p.toLowerCase() === folded)
+  // Both folds: a character outside ASCII may fold onto an ASCII one one way only (ſ to S, ı to I).
+  const lower = name.toLowerCase()
+  const upper = name.toUpperCase()
+  return parameters.find((p) => p.toLowerCase() === lower || p.toUpperCase() === upper)
 }

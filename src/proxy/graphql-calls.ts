@@ -138,9 +138,9 @@ const PARAMETERS = ['query', 'variables', 'operationName', 'extensions']
 const PARAMETER_SET: ReadonlySet<string> = new Set(PARAMETERS)
 /**
  * Also a persisted document's id (GraphQL.NET and the GraphQL-over-HTTP draft's `documentId`,
- * Relay's `doc_id`), which a server reads from the URL as well.
+ * Relay's `doc_id`, Hot Chocolate's `id`), which a server reads from the URL as well.
  */
-const DOCUMENT_IDS = ['documentId', 'doc_id']
+const DOCUMENT_IDS = ['documentId', 'doc_id', 'id']
 const URL_PARAMETERS = [...PARAMETERS, ...DOCUMENT_IDS]
 const PERSISTED = 'a persisted query the gate cannot resolve (send the document itself)'
 

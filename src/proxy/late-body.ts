@@ -29,6 +29,9 @@ export class BarredBeforeBodyEnd extends Error {
 export function holdBodyEnd(req: IncomingMessage, standing: () => Promise<Barred | null>): void {
   req.pipe = (<T extends NodeJS.WritableStream>(destination: T): T => {
     const out = destination as unknown as Writable
+    // The upstream gets the request's headers at once, as it would from a pipe's first chunk (a
+    // server may answer them, a 401 say, before the body).
+    ;(destination as unknown as { flushHeaders?: () => void }).flushHeaders?.()
     let held: Buffer | null = null
     req.on('data', (chunk: Buffer) => {
       // An upstream that answered early and closed takes nothing more (pipe would unpipe).

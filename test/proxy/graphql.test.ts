@@ -302,6 +302,10 @@ t.test('GraphQL mutations through gate-proxy', async (t) => {
         `%51uery=${deleteInUrl}`,
         `Variables=${encodeURIComponent('{"id":"R_2"}')}`,
         'DocumentId=abc',
+        // ſ folds onto S and ı onto I one way only (toUpperCase), as .NET's OrdinalIgnoreCase may.
+        `variable%C5%BF=${encodeURIComponent('{"id":"R_2"}')}`,
+        `var%C4%B1ables=${encodeURIComponent('{"id":"R_2"}')}`,
+        'id=abc',
       ]) {
         const cased = await agentRequest(bench.port, {
           method: 'POST',
