@@ -476,7 +476,7 @@ export const ERRORS = {
     'revoked',
     403,
     'revoked: this agent may not reach the upstream',
-    "gate-proxy: the proxy's key is revoked, disabled or on the sponsor's roster, so no request that would carry the injected credential is forwarded, reads included (`barred` says why).",
+    "gate-proxy: the proxy's key is revoked, disabled or on the sponsor's roster, so no request that would carry the injected credential is forwarded, reads included (`barred` says why); an ALLOWed write whose body was still arriving when the key was barred is abandoned upstream before its end (`receiptId` names the ALLOW).",
   ),
   misdirectedRequest: def(
     'misdirected_request',

@@ -47,9 +47,10 @@ export const PORTAL_SECURITY_HEADERS = {
  * Only ASCII escapes are read, so a malformed one (refused before routing) still decides.
  */
 export function isPortalPath(url: string): boolean {
-  const path = url.replace(/%([0-7][0-9a-f])/gi, (_, hex: string) =>
-    String.fromCharCode(Number.parseInt(hex, 16)),
-  )
+  // Every API request passes here (a root hook): only a URL with an escape is rewritten.
+  const path = url.includes('%')
+    ? url.replace(/%([0-7][0-9a-f])/gi, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+    : url
   return path === '/portal' || /^\/portal[/?#]/.test(path)
 }
 

@@ -1,9 +1,7 @@
-import { once } from 'node:events'
-import { createServer, type IncomingMessage } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { createProxyServer } from 'http-proxy-3'
+import type { IncomingMessage } from 'node:http'
 import t from 'tap'
 import { sendReadBody } from '../../src/proxy/buffered-body.js'
+import { throughHttpProxy } from '../helpers/through-http-proxy.js'
 
 // The proxy reads a write's body whole before it decides; http-proxy then sends what was read.
 // If http-proxy ever took a body other than through the request's own pipe, the upstream would
@@ -16,29 +14,21 @@ const readAll = async (req: IncomingMessage) => {
 
 t.test('a body read whole goes upstream byte for byte, through a real http-proxy server', async (t) => {
   const received: { length: string | undefined; body: Buffer }[] = []
-  const upstream = createServer(async (req, res) => {
-    received.push({ length: req.headers['content-length'], body: await readAll(req) })
-    res.end('ok')
-  })
-  upstream.listen(0, '127.0.0.1')
-  await once(upstream, 'listening')
-  const proxy = createProxyServer({ target: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` })
-  const front = createServer(async (req, res) => {
-    const body = await readAll(req)
-    sendReadBody(req, body)
-    proxy.web(req, res, (err) => {
-      res.statusCode = 502
-      res.end(String(err))
-    })
-  })
-  front.listen(0, '127.0.0.1')
-  await once(front, 'listening')
-  t.teardown(() => {
-    proxy.close()
-    front.close()
-    upstream.close()
-  })
-  const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}/w`
+  const url = await throughHttpProxy(
+    t,
+    async (req, res) => {
+      received.push({ length: req.headers['content-length'], body: await readAll(req) })
+      res.end('ok')
+    },
+    async (req, res, proxy) => {
+      const body = await readAll(req)
+      sendReadBody(req, body)
+      proxy.web(req, res, (err) => {
+        res.statusCode = 502
+        res.end(String(err))
+      })
+    },
+  )
 
   const bodies = [
     Buffer.from('{"amount":42}'),

@@ -1,52 +1,40 @@
-import { once } from 'node:events'
-import { createServer, type IncomingMessage } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { createProxyServer } from 'http-proxy-3'
 import t from 'tap'
 import type { Barred } from '../../src/core/evaluate.js'
 import { BarredBeforeBodyEnd, holdBodyEnd } from '../../src/proxy/late-body.js'
+import { throughHttpProxy } from '../helpers/through-http-proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 // holdBodyEnd replaces the request's pipe, which http-proxy uses to send a body upstream: if it
 // ever took the body another way, the hold would be skipped and the first case here would fail.
 t.test('a late body goes upstream whole only while the key stands', async (t) => {
   const received: { complete: boolean; body: Buffer }[] = []
-  const upstream = createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      received.push({ complete: true, body: Buffer.concat(chunks) })
-      res.end('ok')
-    })
-    req.on('aborted', () => received.push({ complete: false, body: Buffer.concat(chunks) }))
-  })
-  upstream.listen(0, '127.0.0.1')
-  await once(upstream, 'listening')
-  const proxy = createProxyServer({ target: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` })
   let standing: () => Promise<Barred | null> = async () => null
   let standingReads = 0
   const failures: unknown[] = []
-  const front = createServer((req: IncomingMessage, res) => {
-    holdBodyEnd(req, () => {
-      standingReads++
-      return standing()
-    })
-    proxy.web(req, res, (err) => {
-      failures.push(err)
-      res.statusCode = err instanceof BarredBeforeBodyEnd ? 403 : 502
-      res.end()
-    })
-  })
-  front.listen(0, '127.0.0.1')
-  await once(front, 'listening')
-  t.teardown(() => {
-    proxy.close()
-    front.close()
-    upstream.close()
-  })
-  const url = `http://127.0.0.1:${(front.address() as AddressInfo).port}/w`
-  const waitFor = async (n: number) => {
-    while (received.length < n) await new Promise((r) => setTimeout(r, 10))
-  }
+  const url = await throughHttpProxy(
+    t,
+    (req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        received.push({ complete: true, body: Buffer.concat(chunks) })
+        res.end('ok')
+      })
+      req.on('aborted', () => received.push({ complete: false, body: Buffer.concat(chunks) }))
+    },
+    (req, res, proxy) => {
+      holdBodyEnd(req, () => {
+        standingReads++
+        return standing()
+      })
+      proxy.web(req, res, (err) => {
+        failures.push(err)
+        res.statusCode = err instanceof BarredBeforeBodyEnd ? 403 : 502
+        res.end()
+      })
+    },
+  )
+  const arrived = (n: number) => waitFor(() => received.length >= n, 15_000, `${n} requests at the upstream`)
 
   // Larger than every buffer on the way, so backpressure pauses and resumes the request.
   const large = Buffer.from(Array.from({ length: 4_000_000 }, (_, i) => (i * 31) & 0xff))
@@ -61,7 +49,7 @@ t.test('a late body goes upstream whole only while the key stands', async (t) =>
   standing = async () => ({ reason: 'sponsor_revoked_key', provenance: 'revocation' })
   const barred = await fetch(url, { method: 'POST', body: large, signal: AbortSignal.timeout(20_000) })
   t.equal(barred.status, 403, 'barred at the end: refused')
-  await waitFor(3)
+  await arrived(3)
   t.same(
     received.slice(2).map((r) => r.complete),
     [false],
@@ -74,6 +62,6 @@ t.test('a late body goes upstream whole only while the key stands', async (t) =>
   const unreadable = await fetch(url, { method: 'POST', body: large, signal: AbortSignal.timeout(20_000) })
   t.equal(unreadable.status, 403, 'standing unreadable: refused too (fail closed)')
   t.match(failures.at(-1), { barred: null })
-  await waitFor(4)
+  await arrived(4)
   t.equal(received.at(-1)?.complete, false)
 })
