@@ -1,13 +1,15 @@
 /**
  * Route path patterns: literal segments, `{name}` placeholders (one segment each) and an
- * optional trailing `*` (the rest, at a segment boundary). Matched against the raw (still
- * percent-encoded) path, which has already been refused if the upstream could read it as
- * another path (see safe-path.ts).
+ * optional trailing `*` (the rest, at a segment boundary). Matched against the path
+ * percent-decoded, as Werkzeug, Go's net/http and fastify's router read it before they route
+ * (the raw path was first refused if an upstream could read it as another path: safe-path.ts).
+ * Matched raw, `/v1/users/%40me` escaped a route `/v1/users/@me` that the upstream ran (found in
+ * review).
  *
  * Upstreams differ in how they compare paths, so a pattern matches the way the most lenient
- * of them would: letters in any case, and with or without one trailing slash. A route that
- * matches more requests gates more of them; a route that matched less would let a read reach a
- * case-insensitive upstream ungated.
+ * of them would: letters in any case (Unicode's too), and with or without one trailing slash. A
+ * route that matches more requests gates more of them; a route that matched less would let a
+ * read reach a case-insensitive upstream ungated.
  */
 export interface PathPattern {
   readonly source: string
@@ -19,22 +21,56 @@ function escapeRegex(s: string): string {
 }
 
 /**
- * `path` without its trailing dots and encoded spaces, which IIS drops. A loop from the end, not
- * `/(?:\.|%20)+$/`: that expression retries from every dot of a long run and is quadratic.
+ * The path as an upstream that percent-decodes it reads it, or null when an escape is not UTF-8
+ * or a `%` starts none (safe-path.ts refuses such a path before any match).
+ */
+export function decodedPath(path: string): string | null {
+  if (!path.includes('%')) return path
+  try {
+    return decodeURIComponent(path)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The spellings a lenient upstream may route a decoded path past ASCII as: itself, its NFKC form
+ * (IIS maps fullwidth letters to ASCII ones), and each lower- and upper-cased (fastify lower-cases
+ * a path, so U+212A KELVIN SIGN is `k`; .NET upper-cases, so `ı` is `I`). Matched with Unicode
+ * case folding besides (`ſ` is `s`).
+ */
+function spellings(decoded: string): string[] {
+  const forms = new Set([decoded, decoded.normalize('NFKC')])
+  for (const f of [...forms]) {
+    forms.add(f.toLowerCase())
+    forms.add(f.toUpperCase())
+  }
+  return [...forms]
+}
+
+const PAST_ASCII = /[^\x00-\x7f]/
+
+/**
+ * `path` without its trailing dots and spaces (raw or encoded), which IIS drops. A loop from the
+ * end, not `/(?:\.|%20)+$/`: that expression retries from every dot of a long run and is quadratic.
  */
 function withoutTrailingDots(path: string): string {
   let end = path.length
   for (;;) {
-    if (path[end - 1] === '.') end -= 1
+    if (path[end - 1] === '.' || path[end - 1] === ' ') end -= 1
     else if (end >= 3 && path[end - 3] === '%' && path[end - 2] === '2' && path[end - 1] === '0') end -= 3
     else return path.slice(0, end)
   }
 }
 
-/** `path` without one format suffix (`.json`), which Rails routes to the path without it. */
+/**
+ * `path` without one format suffix (`.json`), which Rails routes to the path without it. Any
+ * characters but `.` and `/` after the last dot, as Rails's `:format` takes them: `.x-y` too
+ * (found in review: only letters and digits were dropped, and `/v1/refunds.x-y` escaped its route).
+ */
 function withoutFormatSuffix(path: string): string {
   let start = path.length
-  while (start > 0 && /[A-Za-z0-9]/.test(path[start - 1] as string)) start -= 1
+  while (start > 0 && path[start - 1] !== '.' && path[start - 1] !== '/') start -= 1
   return start < path.length && path[start - 1] === '.' ? path.slice(0, start - 1) : path
 }
 
@@ -53,6 +89,8 @@ export function compilePathPattern(source: string): PathPattern {
   let re = '^'
   const wildcard = source.endsWith('*')
   let body = wildcard ? source.slice(0, -1) : source
+  // A route's escapes are read as a request's are (`/v1/a%40b` is `/v1/a@b`).
+  body = decodedPath(body) ?? body
   // `/a/` and `/a`, `/a/*` and `/a*` are one route each.
   if (body.endsWith('/')) body = body.slice(0, -1)
   const parts = body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)
@@ -67,10 +105,12 @@ export function compilePathPattern(source: string): PathPattern {
     } else re += escapeRegex(part)
   }
   const regex = new RegExp(`${re}$`, 'i')
+  // For a path past ASCII: `i` alone folds ASCII letters only.
+  let unicodeRegex: RegExp | null = null
   // Placeholders never span a `/`, so the route's segments end at a fixed count of them.
   const slashes = body.split('/').length - 1
 
-  const exec = (path: string): RegExpExecArray | null => {
+  const exec = (path: string, regex: RegExp): RegExpExecArray | null => {
     let p = path
     // `/v1/stream*` is `/v1/stream` and anything below it, not `/v1/streamXYZ`.
     if (wildcard) p = firstSegments(p, slashes)
@@ -98,19 +138,27 @@ export function compilePathPattern(source: string): PathPattern {
     return bareUndotted !== bare ? regex.exec(bareUndotted) : null
   }
 
+  const execLenient = (path: string): RegExpExecArray | null => {
+    // A path with no escape and no character past ASCII (nearly every one) pays for neither.
+    const decoded = decodedPath(path) ?? path
+    if (!PAST_ASCII.test(decoded)) return exec(decoded, regex)
+    unicodeRegex ??= new RegExp(`${re}$`, 'iu')
+    for (const form of spellings(decoded)) {
+      const m = exec(form, unicodeRegex)
+      if (m) return m
+    }
+    return null
+  }
+
   return {
     source,
     match(path) {
-      const m = exec(path)
+      const m = execLenient(path)
       if (!m) return null
+      // Captured from the decoded path: already decoded.
       const params: Record<string, string> = {}
       names.forEach((n, i) => {
-        const raw = m[i + 1] as string
-        try {
-          params[n] = decodeURIComponent(raw)
-        } catch {
-          params[n] = raw
-        }
+        params[n] = m[i + 1] as string
       })
       return params
     },

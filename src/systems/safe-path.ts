@@ -1,3 +1,5 @@
+import { decodedPath } from '../core/path-pattern.js'
+
 /**
  * The proxy matches routes on the path it sees, and the upstream acts on the path it
  * normalises. Anything the two could read differently is refused outright rather than
@@ -6,7 +8,7 @@
  * (`//`, which many servers merge), percent-encoded unreserved characters (`%73` is `s` to
  * the upstream, not to the route table), encoded slashes or backslashes, an encoded `%`
  * (read twice by a double-decoding upstream), backslashes and control characters, raw or
- * encoded. /v1/check and /v1/execute apply these rules too (execute/upstream-url.ts), plus their
+ * encoded, and an escape that is not UTF-8 (or a `%` that starts none). /v1/check and /v1/execute apply these rules too (execute/upstream-url.ts), plus their
  * own. Returns what is wrong, or null for a path that is safe to match.
  */
 export function unsafePathProblem(pathWithQuery: string): string | null {
@@ -25,6 +27,9 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
     if (/%25/.test(path)) return 'an encoded % (%25)'
     if (/%([01][0-9a-f]|7f)/i.test(path)) return 'an encoded control byte'
     if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
+    // Routes are matched on the decoded path (path-pattern.ts): one that does not decode could
+    // not be matched as the upstream reads it.
+    if (decodedPath(path) === null) return 'a % that is not a UTF-8 escape'
   }
   if (path.includes('.')) {
     for (const segment of path.split('/')) {

@@ -33,6 +33,15 @@ t.test('paths an upstream normalises cannot slip past their routes', async (t) =
       ['/v1/secret-report%09', 400, 'unsafe_path'],
       ['/v1/secret-report%00', 400, 'unsafe_path'],
       ['/v1/secret-report%7F', 400, 'unsafe_path'],
+      // Matched decoded and folded as a lenient upstream routes them (found in review): a long s,
+      // a fullwidth s, and a Rails format suffix of other characters than letters and digits.
+      ['/v1/%C5%BFecret-report', 403, 'policy_deny'],
+      ['/v1/%EF%BD%93ecret-report', 403, 'policy_deny'],
+      ['/v1/secret-report.x-y', 403, 'policy_deny'],
+      // An escape that does not decode cannot be matched as the upstream reads it.
+      ['/v1/secret-report%FF', 400, 'unsafe_path'],
+      ['/v1/secret-report%C0%AF', 400, 'unsafe_path'],
+      ['/v1/secret-report%zz', 400, 'unsafe_path'],
     ]
     for (const [path, status, why] of cases) {
       const r = await agentRequest(port, { method: 'GET', path: `/sys_billing${path}` })
