@@ -110,9 +110,14 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   })
   // Subscribing is best-effort: invalidation only speeds refreshes up; the commit's version
   // check is what keeps decisions correct. One that failed while Redis was away is retried
-  // when it comes back.
+  // when it comes back. Sent only on a ready connection: ioredis writes a (S)SUBSCRIBE at once
+  // while its ready check is pending, the check's INFO then fails on the subscribed connection,
+  // which closes, and the channel was lost for good (found in review: a proxy that followed its
+  // tenant while connecting heard no invalidation for its whole life). Every 'ready', a
+  // reconnect's too, subscribes each followed channel again (idempotent).
+  const ready = () => opts.subscriber.status === 'ready'
   const ssubscribe = (f: { channel: string; live: boolean }) => {
-    if (f.live) return
+    if (f.live || !ready()) return
     f.live = true
     opts.subscriber.ssubscribe(f.channel).catch(() => {
       f.live = false
@@ -120,14 +125,18 @@ export function createRedisHotStore(opts: RedisHotStoreOptions): HotStore {
   }
   let queuedSubscribed = false
   const subscribeQueued = () => {
-    if (queuedSubscribed) return
+    if (queuedSubscribed || !ready()) return
     queuedSubscribed = true
     opts.subscriber.subscribe(queuedChannel).catch(() => {
       queuedSubscribed = false
     })
   }
   opts.subscriber.on('ready', () => {
-    for (const f of followed.values()) ssubscribe(f)
+    for (const f of followed.values()) {
+      f.live = false
+      ssubscribe(f)
+    }
+    queuedSubscribed = false
     if (queuedListeners.size > 0) subscribeQueued()
   })
 
