@@ -76,7 +76,10 @@ function holdsText(text: string, texts: readonly string[]): boolean {
   return false
 }
 
-/** The header (its name) of a response whose name or value holds a needle, or null. */
+/**
+ * The name of a response header whose value holds a needle, `(a header's name)` for one whose
+ * name does (the name is logged: found in review, it wrote the secret into the proxy's log), or null.
+ */
 export function headerEcho(
   headers: Readonly<Record<string, string | string[] | number | undefined>>,
   needles: EchoNeedles,
@@ -86,7 +89,7 @@ export function headerEcho(
   for (const name in headers) {
     const value = headers[name]
     if (value === undefined) continue
-    if (holdsText(name, lowerTexts)) return name
+    if (holdsText(name, lowerTexts)) return "(a header's name)"
     if (Array.isArray(value)) {
       for (const v of value) if (holdsText(v, texts)) return name
     } else if (holdsText(typeof value === 'string' ? value : String(value), texts)) return name

@@ -209,7 +209,10 @@ export function createCredentialResolver(deps: {
       // Empty or blank would go out as the prefix alone: no credential, sent as one.
       if (v === undefined || v.trim() === '')
         return { ok: false, problem: `environment variable ${name} is not set or blank` }
-      return { ok: true, value: v }
+      // Trimmed, as a file's is: an upstream reads a header without the spaces or tabs at its
+      // ends, so an untrimmed secret (`--from-literal="tok "`) was echoed back past the guard,
+      // which searched answers for the spaced form (found in review).
+      return { ok: true, value: v.trim() }
     }
     const file = ref.fromFile as string
     const operator = operatorAllows(tenantId, ref, to, (r) => r.fromFile === file)

@@ -99,6 +99,22 @@ t.test('an answer that carries back the injected credential never reaches the ag
     t.notOk(JSON.stringify(r.headers).includes(SECRET) || r.body.toString().includes(SECRET))
   })
 
+  t.test("in a header's name: withheld, and the name is not logged (found in review)", async (t) => {
+    fleet.upstream.behaviour = (req, res) => {
+      const token = String(req.headers.authorization).replace(/^Bearer /, '')
+      res.writeHead(200, { [`x-seen-${token}`]: '1' })
+      res.end('{}')
+    }
+    const r = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+    t.equal(r.status, 502)
+    t.match(r.json(), { code: 'answer_withheld', reason: 'credential_echoed' })
+    t.ok(
+      lines.some((l) => l.header === "(a header's name)"),
+      'the warning says where, not what',
+    )
+    t.notOk(JSON.stringify(lines).includes(SECRET), 'the secret is in no log line')
+  })
+
   t.test('percent-encoded in a redirect, on an ungated read', async (t) => {
     fleet.upstream.behaviour = (_req, res) => {
       res.writeHead(302, {

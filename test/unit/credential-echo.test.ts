@@ -55,7 +55,8 @@ t.test('a header echoing the secret is found by name, in a value or in a list', 
   t.equal(headerEcho({ 'set-cookie': ['a=1', `t=${SECRET}`] }, needles), 'set-cookie')
   t.equal(headerEcho({ location: `https://x/?t=${encodeURIComponent(SECRET)}` }, needles), 'location')
   // Node spells every header name in lower case.
-  t.equal(headerEcho({ [`x-${SECRET.toLowerCase()}`]: '1' }, needles), `x-${SECRET.toLowerCase()}`)
+  // Found by its name, which is not returned: the caller logs what it returns.
+  t.equal(headerEcho({ [`x-${SECRET.toLowerCase()}`]: '1' }, needles), "(a header's name)")
   t.equal(headerEcho({ 'x-echo': SECRET.toLowerCase() }, needles), null, 'a value is compared as it is')
   t.equal(headerEcho({ 'content-length': 12, 'x-other': undefined }, needles), null)
   t.equal(headerEcho({ 'x-echo': SECRET }, echoNeedles('short')), null)

@@ -30,6 +30,7 @@ const env = {
   // The README's placeholder (`BILLING_API_TOKEN=…`): U+2026 is outside Latin-1.
   ELLIPSIS: '…',
   LATIN1: 'caf\u00e9',
+  GITHUB_SPACED: '\tgh-spaced ',
 }
 
 t.test('a reference resolves only to a secret the process allows, with its prefix', async (t) => {
@@ -54,6 +55,14 @@ t.test('a reference resolves only to a secret the process allows, with its prefi
   t.match(r.resolve('ten_a', { header: 'x', prefix: '', fromEnv: 'GITHUB_A' }, { upstream: UP }), {
     ok: true,
     value: 'gh-a',
+  })
+  // An upstream reads a header without the whitespace at its ends: the secret it holds, and the
+  // one answers are searched for, is the trimmed one (found in review: echoed past the guard).
+  t.same(r.resolve('ten_a', { header: 'x', prefix: 'Bearer ', fromEnv: 'GITHUB_SPACED' }, { upstream: UP }), {
+    ok: true,
+    header: 'x',
+    value: 'Bearer gh-spaced',
+    secret: 'gh-spaced',
   })
   t.match(
     r.resolve('ten_a', { header: 'x', prefix: '', fromFile: join(allowed, 'token') }, { upstream: UP }),
