@@ -49,6 +49,12 @@ export interface GateRequest<C = undefined> extends CheckInput {
     snapshot: CompiledSnapshot,
     plan: Extract<Plan<C>, { kind: 'decide' }>,
   ) => DurablePayload
+  /**
+   * False while a STEP_UP could not be staged whole (the proxy has not read the body: it reads
+   * one only for a write predicted STEP_UP). Such a decision is not committed; the caller reads
+   * what it lacks and asks again.
+   */
+  mayStage?: () => boolean
 }
 
 export type Unavailable = {
@@ -72,6 +78,8 @@ export type GateResult<C = undefined> =
     }
   /** The plan settled the request without a decision, under a snapshot (confirmed current when asked). */
   | { kind: 'settled'; snapshot: CompiledSnapshot; context: C }
+  /** A STEP_UP its caller cannot stage yet (`mayStage`): nothing committed or counted. */
+  | { kind: 'unstageable'; context: C }
 
 export type StandingResult =
   | { kind: 'in_good_standing'; policyVersion: number }
@@ -219,6 +227,14 @@ export function createGate(deps: {
         const { context } = plan
         if (evaluation.kind === 'unknown_verb')
           return { done: { kind: 'unknown_verb', verb: evaluation.verb, context } }
+        // Found in review: a write predicted otherwise, decided STEP_UP after a stale commit, was
+        // staged without its body, an action no one could approve.
+        if (
+          evaluation.kind === 'decided' &&
+          evaluation.outcome.decision === 'STEP_UP' &&
+          req.mayStage?.() === false
+        )
+          return { done: { kind: 'unstageable', context } }
         const all = evaluation.kind === 'needs_grant' ? evaluation.candidates : []
         // Each candidate the commit may consume brings its own receipts, naming that grant, so
         // the proxy path offers only the best few. Past them the answer is DENY, never ALLOW.

@@ -63,6 +63,13 @@ export interface GatedWrite<C> {
   detail?: (plan: DecidedPlan<C>) => Record<string, unknown>
   /** What a STEP_UP stages, given the CHECK receipt that decided it; null stages nothing. */
   stage?: (outcome: Outcome, plan: DecidedPlan<C>, checkReceiptId: string, at: number) => Staged | null
+  /**
+   * False while `stage` could not stage a STEP_UP whole (the proxy reads a body only for a write
+   * it predicts STEP_UP). Such a decision is not committed: `readForStaging` reads what it lacks
+   * (throwing if it cannot: the transport answers), and the write is decided again.
+   */
+  mayStage?: () => boolean
+  readForStaging?: () => Promise<void>
   /** What an ALLOW adds (a lease, a token); API checks only. */
   onAllow?: (outcome: Outcome, plan: DecidedPlan<C>, at: number) => AllowExtras
 }
@@ -220,6 +227,7 @@ export function createGatedWrites(deps: {
       grantId: write.grantId,
       chargeQuota: write.chargeQuota,
       ...(write.plan ? { plan: write.plan } : {}),
+      ...(write.mayStage ? { mayStage: write.mayStage } : {}),
       // The proxy paths: the commit makes the payload for its outcome durable in the same step.
       ...(write.recorder === 'hot'
         ? {
@@ -230,7 +238,7 @@ export function createGatedWrites(deps: {
     }
   }
 
-  return {
+  const writes: GatedWrites = {
     predict(write) {
       return gate.predict(gateRequestOf(write))
     },
@@ -260,6 +268,12 @@ export function createGatedWrites(deps: {
           }
         case 'settled':
           return { kind: 'settled', context: result.context, snapshot: result.snapshot }
+        case 'unstageable':
+          // Once: after the read, mayStage holds, so a second run stages whatever it decides.
+          if (!write.readForStaging || !write.mayStage) throw new Error('unstageable without readForStaging')
+          await write.readForStaging()
+          if (!write.mayStage()) throw new Error('readForStaging left the write unstageable')
+          return writes.run(write)
         case 'decided': {
           const { outcome } = result
           const plan: DecidedPlan<C> = result.plan
@@ -305,4 +319,5 @@ export function createGatedWrites(deps: {
       }
     },
   }
+  return writes
 }

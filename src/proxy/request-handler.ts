@@ -6,7 +6,7 @@ import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS } from '../core/errors.js'
 import { type Barred, standingOf } from '../core/evaluate.js'
 import type { Environment } from '../core/verbs.js'
-import type { GatedWrite, GatedWrites } from '../gate/gated-write.js'
+import type { GatedWrite, GatedWrites, WriteAnswer } from '../gate/gated-write.js'
 import { httpAnswer } from '../gate/http-answer.js'
 import { BodyTooLarge, causeOf, readBody } from '../node-http/read-body.js'
 import type { Logger } from '../observability/logger.js'
@@ -54,6 +54,9 @@ export interface RequestHandlerDeps {
   /** The key's standing under the tenant's current snapshot (a write's body that arrives late). */
   standing(tenantId: string, keyId: string): Promise<Barred | null>
 }
+
+/** Thrown out of the gated-write step when the client was already answered (a body it could not read). */
+const ANSWERED = Symbol('answered')
 
 /** An answer in a body-aware protocol's own terms (a JSON-RPC error, a GraphQL error document). */
 function sendProtocolAnswer(res: ServerResponse, status: number, contentType: string, body: string): void {
@@ -137,6 +140,35 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
       if (body === null && hasBody && !req.complete)
         holdBodyEnd(req, () => deps.standing(tenant.tenantId, tenant.keyId))
     }
+    /** Reads the body a STEP_UP stages; false when the client was answered instead (too large, gone). */
+    const readBodyToStage = async (systemId: string | null): Promise<boolean> => {
+      try {
+        body = await readBody(req, deps.maxStagedBodyBytes, () => continueIfExpected(req, res))
+        return true
+      } catch (err) {
+        if (err instanceof BodyTooLarge) {
+          sendJson(
+            res,
+            413,
+            {
+              error: 'request body too large to stage for approval',
+              code: 'payload_too_large',
+              limit: deps.maxStagedBodyBytes,
+            },
+            { connection: 'close' },
+          )
+          return false
+        }
+        // Anything else is the client's socket failing (it went away mid-body): not our error,
+        // and there is no one to answer.
+        logger.info(
+          { cause: causeOf(err), ...(systemId ? { system: systemId } : {}) },
+          'client went away before its request body was read',
+        )
+        res.destroy()
+        return false
+      }
+    }
     const write: GatedWrite<ProxyContext> = {
       tenantId: tenant.tenantId,
       keyId: tenant.keyId,
@@ -151,6 +183,12 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
       plan: (snap) => planProxyRequest(snap, local, target, method, hasBody),
       request: () => ({ method, path: target.path }),
       detail: (plan) => ({ systemVersion: (plan.context as WriteContext).system.version }),
+      // Decided STEP_UP when predicted otherwise (the state changed in between): its body is
+      // read then, and the write decided again, never staged without it (found in review).
+      mayStage: () => body !== null || !hasBody,
+      readForStaging: async () => {
+        if (!(await readBodyToStage(null))) throw ANSWERED
+      },
       stage: (outcome, plan, checkReceiptId, at) =>
         stageHttpRequest(stagedFor(tenant, deps.environment, outcome, plan, checkReceiptId, at), {
           method,
@@ -165,8 +203,8 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
     }
     // The current snapshot's reading of the request: a write its system cannot take a
     // credential for is refused before anything is decided, and a write predicted STEP_UP has
-    // its body read first, to stage it. (If the state changes in between, the action is staged
-    // without it.) The gate reuses this evaluation if the snapshot is still the one it was made under.
+    // its body read first, to stage it (one decided STEP_UP otherwise has it read then:
+    // readForStaging). The gate reuses this evaluation if the snapshot is still the one it was made under.
     const prediction = await deps.writes.predict(write)
     if (!prediction) return failClosed(res, 'no_snapshot')
     if (prediction.plan.kind === 'settle' && prediction.plan.context.kind === 'calls') {
@@ -187,34 +225,16 @@ export function createRequestHandler(deps: RequestHandlerDeps): {
       if (credentialFor(res, prediction.plan.context.system) === false) return
       const predicted = prediction.evaluation
       if (predicted?.kind === 'decided' && predicted.outcome.decision === 'STEP_UP') {
-        try {
-          body = await readBody(req, deps.maxStagedBodyBytes, () => continueIfExpected(req, res))
-        } catch (err) {
-          if (err instanceof BodyTooLarge) {
-            sendJson(
-              res,
-              413,
-              {
-                error: 'request body too large to stage for approval',
-                code: 'payload_too_large',
-                limit: deps.maxStagedBodyBytes,
-              },
-              { connection: 'close' },
-            )
-            return
-          }
-          // Anything else is the client's socket failing (it went away mid-body): not our error,
-          // and there is no one to answer.
-          logger.info(
-            { cause: causeOf(err), system: prediction.plan.context.system.systemId },
-            'client went away before its request body was read',
-          )
-          res.destroy()
-          return
-        }
+        if (!(await readBodyToStage(prediction.plan.context.system.systemId))) return
       }
     }
-    const answer = await deps.writes.run(write, prediction)
+    let answer: WriteAnswer<ProxyContext>
+    try {
+      answer = await deps.writes.run(write, prediction)
+    } catch (err) {
+      if (err === ANSWERED) return
+      throw err
+    }
     if (answer.kind === 'settled') {
       const c = answer.context
       if (c.kind === 'refused') return sendRefusal(res, c.def, c.error)

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 /**
  * The proxy reads a write's body before deciding when its cached snapshot predicts STEP_UP
@@ -89,4 +90,41 @@ t.test('a request predicted STEP_UP that passes ungated under the new version ke
   t.equal(got.length, 1, 'forwarded once')
   t.equal(got[0]?.method, 'GET')
   t.equal(got[0]?.body.toString('utf8'), end.body, 'with the body the proxy had already read')
+})
+
+/**
+ * The other way round (found in review): predicted ALLOW, so its body was not read, and decided
+ * STEP_UP once the commit found the snapshot stale. It was staged without its body, an action no
+ * approver could ever approve (400 invalid_params). Now the body is read then, and staged.
+ */
+t.test('a write predicted ALLOW but decided STEP_UP is staged with its body', async (t) => {
+  const fleet = await startFleet(t, { proxies: 1, deaf: true })
+  const port = fleet.proxies[0]?.port as number
+  const admin = { bearer: fleet.tenant.apiKey }
+  t.equal((await fleet.api.put('/v1/policy', { verify: 'allow' }, admin)).status, 200)
+  const first = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+  t.equal(first.status, 200, 'the proxy has cached a snapshot that says ALLOW')
+
+  t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
+  const before = fleet.upstream.received.length
+  const body = '{"amount":42}'
+  const staged = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body })
+  t.equal(staged.status, 428, 'decided under the new policy: STEP_UP')
+  const actionId = staged.json().actionId as string
+  t.match(actionId, /^act_/)
+  t.equal(fleet.upstream.received.length, before, 'nothing forwarded')
+  // The proxy's staged action reaches the control plane through the receipt drain.
+  let shown = await fleet.api.get(`/v1/agent/actions/${actionId}`, admin)
+  await waitFor(
+    async () => {
+      shown = await fleet.api.get(`/v1/agent/actions/${actionId}`, admin)
+      return shown.status === 200
+    },
+    30_000,
+    'the staged action to be drained',
+  )
+  t.match(shown.body.request, { body, bodyBytes: body.length }, 'shown to the approver with its body')
+  // What an approval replays (this fleet's control plane holds no billing credential, so the
+  // replay itself is the approval tests'): the body captured, not an empty one.
+  t.match(shown.body.params, { bodyCaptured: true, body: Buffer.from(body).toString('base64') })
 })
