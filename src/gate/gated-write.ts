@@ -227,7 +227,7 @@ export function createGatedWrites(deps: {
       grantId: write.grantId,
       chargeQuota: write.chargeQuota,
       ...(write.plan ? { plan: write.plan } : {}),
-      ...(write.mayStage ? { mayStage: write.mayStage } : {}),
+      mayStage: write.mayStage,
       // The proxy paths: the commit makes the payload for its outcome durable in the same step.
       ...(write.recorder === 'hot'
         ? {
