@@ -25,15 +25,18 @@ export function untilSignal(
   deadlineMs = SHUTDOWN_DEADLINE_MS,
 ): void {
   let stopping = false
+  let deadline: NodeJS.Timeout | undefined
   const stop = (signal: string) => {
     if (stopping) {
       logger.warn({ signal }, 'second signal while shutting down: exiting now')
+      // Every exit clears the deadline: a host whose exit returns (a test's) is not held by it.
+      clearTimeout(deadline)
       host.exit(1)
       return
     }
     stopping = true
     logger.info({ signal }, 'shutting down')
-    const deadline = setTimeout(() => {
+    deadline = setTimeout(() => {
       logger.warn({ deadlineMs }, `shutdown did not finish within ${deadlineMs / 1000} s: exiting`)
       host.exit(1)
     }, deadlineMs)
