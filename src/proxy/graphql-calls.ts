@@ -46,6 +46,14 @@ const MAX_MUTATIONS = 32
  * the proxy's one thread: 15 s for 845 KB (found in review). A real document reads far fewer.
  */
 const MAX_SELECTIONS = 100_000
+/**
+ * Values read into mutation arguments per request, variables counted at each reference. A
+ * variable is substituted whole wherever it is referenced, so `[$v $v …]` costs its references
+ * times its size to read, check and template: 12 s of the proxy's one thread for a 104 KB request
+ * (found in review), minutes at the body limit. Twice what a 1 MiB body can hold once.
+ */
+const MAX_ARGUMENT_VALUES = 1_000_000
+const TOO_MANY_VALUES = `the request's arguments, with their variables substituted, hold more than ${MAX_ARGUMENT_VALUES} values`
 // Variables are templated into targets: past this, reading them could exhaust the stack.
 const TOO_DEEP = `the request nests deeper than ${MAX_JSON_DEPTH} levels`
 
@@ -163,7 +171,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 function rootMutations(
   doc: DocumentNode,
   sent: Record<string, unknown>,
-  budget: { selections: number },
+  budget: Budget,
 ): GraphqlCall[] | string {
   const fragments = new Map<string, FragmentDefinitionNode>()
   for (const d of doc.definitions) {
@@ -178,7 +186,8 @@ function rootMutations(
   // fragment spread a second time adds nothing. Walking it again instead would let a few hundred
   // bytes of fragments that each spread the last twice expand to millions of fields.
   let visited = new Set<string>()
-  const walk = (set: SelectionSetNode, depth: number, variables: Record<string, unknown>): string | null => {
+  const sentSizes = new Map<string, number>()
+  const walk = (set: SelectionSetNode, depth: number, variables: Variables): string | null => {
     if (depth > MAX_FRAGMENT_DEPTH) return 'fragments nest too deep'
     budget.selections -= set.selections.length
     if (budget.selections < 0)
@@ -190,8 +199,9 @@ function rootMutations(
         // No prototype: an argument named `__proto__` is an argument like any other.
         const args: Record<string, unknown> = Object.create(null)
         for (const a of sel.arguments ?? []) {
-          const value = literalValue(a.value, variables)
+          const value = literalValue(a.value, budget, variables)
           if (value === TOO_DEEP_VALUE) return TOO_DEEP
+          if (value === TOO_MANY_VALUES_VALUE) return TOO_MANY_VALUES
           args[a.name.value] = value
         }
         calls.push({ field: sel.name.value, args })
@@ -213,8 +223,9 @@ function rootMutations(
   for (const d of doc.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION || d.operation !== 'mutation') continue
     visited = new Set()
-    const variables = variablesOf(d, sent)
+    const variables = variablesOf(d, sent, sentSizes, budget)
     if (variables === TOO_DEEP_VALUE) return TOO_DEEP
+    if (variables === TOO_MANY_VALUES_VALUE) return TOO_MANY_VALUES
     const problem = walk(d.selectionSet, 0, variables)
     if (problem) return problem
   }
@@ -223,29 +234,70 @@ function rootMutations(
 
 /** What literalValue answers for a value nested deeper than MAX_JSON_DEPTH. */
 const TOO_DEEP_VALUE: unique symbol = Symbol('too deep')
+/** What literalValue answers once the request's MAX_ARGUMENT_VALUES are spent. */
+const TOO_MANY_VALUES_VALUE: unique symbol = Symbol('too many values')
+
+/** What a request may still read: selections, and values into arguments. */
+interface Budget {
+  selections: number
+  values: number
+}
+
+/** An operation's variables' values, and how many values each holds (counted once, when read). */
+interface Variables {
+  values: Record<string, unknown>
+  sizes: Map<string, number>
+}
 
 /**
  * A literal's value, variables substituted, or TOO_DEEP_VALUE: literals written in the document
  * nest as deep as the document does, and are templated into targets as the variables are (which
- * are refused past MAX_JSON_DEPTH when read); reading a deeper one could exhaust the stack.
+ * are refused past MAX_JSON_DEPTH when read); reading a deeper one could exhaust the stack. Its
+ * values, each variable's counted at each reference, are spent from `budget` before anything is
+ * substituted (TOO_MANY_VALUES_VALUE once it is spent).
  */
-function literalValue(node: ValueNode, variables?: Record<string, unknown>): unknown {
-  if (literalDeeperThan(node, MAX_JSON_DEPTH)) return TOO_DEEP_VALUE
-  const value = valueFromASTUntyped(node, variables)
+function literalValue(node: ValueNode, budget: Budget, variables?: Variables): unknown {
+  const read = readLiteral(node, MAX_JSON_DEPTH, variables?.sizes)
+  if (read === 'too deep') return TOO_DEEP_VALUE
+  budget.values -= read
+  if (budget.values < 0) return TOO_MANY_VALUES_VALUE
+  const value = valueFromASTUntyped(node, variables?.values)
   return nestedDeeperThan(value) ? TOO_DEEP_VALUE : value
 }
 
-/** Whether a literal nests lists or objects deeper than `max` levels (iteratively). */
-function literalDeeperThan(node: ValueNode, max: number): boolean {
+/**
+ * How many values a literal holds, a variable counting as its value's size, or 'too deep' when
+ * the literal itself nests lists or objects deeper than `max` levels (iteratively).
+ */
+function readLiteral(node: ValueNode, max: number, sizes?: Map<string, number>): number | 'too deep' {
+  let count = 0
   const stack: [ValueNode, number][] = [[node, 0]]
   while (stack.length > 0) {
     const [v, depth] = stack.pop() as [ValueNode, number]
+    if (v.kind === Kind.VARIABLE) {
+      count += sizes?.get(v.name.value) ?? 1
+      continue
+    }
+    count++
     if (v.kind !== Kind.LIST && v.kind !== Kind.OBJECT) continue
-    if (depth >= max) return true
+    if (depth >= max) return 'too deep'
     if (v.kind === Kind.LIST) for (const item of v.values) stack.push([item, depth + 1])
     else for (const f of v.fields) stack.push([f.value, depth + 1])
   }
-  return false
+  return count
+}
+
+/** How many values a JSON value holds, itself included, counting no further than `cap` (iteratively). */
+function valueCount(value: unknown, cap: number): number {
+  let count = 0
+  const stack: unknown[] = [value]
+  while (stack.length > 0 && count <= cap) {
+    const v = stack.pop()
+    count++
+    if (v === null || typeof v !== 'object') continue
+    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item)
+  }
+  return count
 }
 
 /**
@@ -257,18 +309,32 @@ function literalDeeperThan(node: ValueNode, max: number): boolean {
 function variablesOf(
   op: OperationDefinitionNode,
   sent: Record<string, unknown>,
-): Record<string, unknown> | typeof TOO_DEEP_VALUE {
+  sentSizes: Map<string, number>,
+  budget: Budget,
+): Variables | typeof TOO_DEEP_VALUE | typeof TOO_MANY_VALUES_VALUE {
   const values: Record<string, unknown> = Object.create(null)
+  const sizes = new Map<string, number>()
   for (const d of op.variableDefinitions ?? []) {
     const name = d.variable.name.value
-    if (Object.hasOwn(sent, name)) values[name] = sent[name]
-    else if (d.defaultValue) {
-      const value = literalValue(d.defaultValue)
-      if (value === TOO_DEEP_VALUE) return TOO_DEEP_VALUE
+    if (Object.hasOwn(sent, name)) {
+      values[name] = sent[name]
+      // Counted once per document, not once per operation that defines it: thousands of
+      // operations can share one large variable. One larger than the whole budget is refused at
+      // its first reference, counted no further.
+      let size = sentSizes.get(name)
+      if (size === undefined) {
+        size = valueCount(sent[name], MAX_ARGUMENT_VALUES)
+        sentSizes.set(name, size)
+      }
+      sizes.set(name, size)
+    } else if (d.defaultValue) {
+      const value = literalValue(d.defaultValue, budget)
+      if (value === TOO_DEEP_VALUE || value === TOO_MANY_VALUES_VALUE) return value
       values[name] = value
+      sizes.set(name, valueCount(value, MAX_ARGUMENT_VALUES))
     }
   }
-  return values
+  return { values, sizes }
 }
 
 /**
@@ -285,7 +351,7 @@ export function readGraphqlRequest(req: {
 }): GraphqlRequest {
   const ops = operationsOf(req.method, req.pathWithQuery, req.contentType, req.body)
   if (typeof ops === 'string') return { ok: false, problem: ops }
-  const budget = { selections: MAX_SELECTIONS }
+  const budget: Budget = { selections: MAX_SELECTIONS, values: MAX_ARGUMENT_VALUES }
   const mutations: GraphqlCall[] = []
   let reads = 0
   for (const op of ops) {

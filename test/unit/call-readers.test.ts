@@ -271,6 +271,42 @@ t.test(
   },
 )
 
+t.test(
+  "a request's arguments hold at most 1,000,000 values, a variable counted at each reference (found in review)",
+  async (t) => {
+    // `[$v $v …]` substitutes the whole variable at each reference: 2,000 references to 20,000
+    // values were read, checked and templated 2,000 times over (12 s on the proxy's one thread
+    // for 104 KB; minutes at the body limit).
+    const refs = (n: number) => Array.from({ length: n }, () => '$v').join(' ')
+    const request = (n: number, size: number) =>
+      JSON.stringify({
+        query: `mutation($v:[Int]){closeIssue(id:"1", a:[${refs(n)}])}`,
+        variables: { v: Array.from({ length: size }, () => 1) },
+      })
+    t.match(graphql(request(2_000, 20_000)), { ok: false, problem: /more than 1000000 values/ })
+    t.match(graphql(request(3, 400_000)), { ok: false, problem: /more than 1000000 values/ })
+    // A large variable read once or twice (a bulk import) is within it.
+    const read = graphql(request(2, 400_000))
+    t.match(read, { ok: true })
+    t.equal(read.ok && (read.mutations[0]?.args.a as unknown[][])[1]?.length, 400_000)
+    // The budget is the request's, over every mutation field that references the variable.
+    const fields = Array.from({ length: 30 }, (_, i) => `f${i}:closeIssue(id:"1", a:$v)`).join(' ')
+    const spread = JSON.stringify({
+      query: `mutation($v:[Int]){${fields}}`,
+      variables: { v: Array.from({ length: 40_000 }, () => 1) },
+    })
+    t.match(graphql(spread), { ok: false, problem: /more than 1000000 values/ })
+    // A default value counts as the variable it stands for.
+    const defaulted = `[${Array.from({ length: 2_000 }, () => '1').join(',')}]`
+    t.match(
+      graphql(
+        JSON.stringify({ query: `mutation($v:[Int]=${defaulted}){closeIssue(id:"1", a:[${refs(600)}])}` }),
+      ),
+      { ok: false, problem: /more than 1000000 values/ },
+    )
+  },
+)
+
 t.test('fragments spread again add nothing, and a request holds at most 32 mutation fields', async (t) => {
   // Each fragment spreads the one before twice: 2^26 fields if every spread were walked.
   let doc = 'mutation{...F26} fragment F0 on Mutation{createIssue(id:"R1")}'
