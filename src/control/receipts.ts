@@ -63,10 +63,20 @@ export interface ReceiptsDeps {
   portalSessions: PortalSessions | null
 }
 
+/**
+ * Open receipt streams a tenant, and this process, may hold. Each holds a page of receipts while
+ * its client does not read (≈ 0.5–0.9 MB) and asks the database at every keepalive and commit:
+ * unbounded, one admin key's idle connections ran a shared control plane out of memory (found in
+ * review). Past either, 429 stream_limit_reached.
+ */
+export const MAX_STREAMS_PER_TENANT = 16
+export const MAX_STREAMS = 256
+
 export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
   return async (app) => {
     const admin = requireKey(deps.auth, { scope: 'admin' })
     const streams = new Set<ReceiptStream>()
+    const streamsOf = new Map<string, number>()
     // Open streams would keep server.close() waiting for ever: end them first.
     app.addHook('preClose', async () => {
       const closing = [...streams].map((s) => {
@@ -246,6 +256,11 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
         const { tenantId } = keyCaller(req)
         const cursor = req.headers['last-event-id'] ?? req.query.since ?? 0
         const bearer = bearerOf(req.headers.authorization)
+        const open = streamsOf.get(tenantId) ?? 0
+        if (req.method !== 'HEAD' && (open >= MAX_STREAMS_PER_TENANT || streams.size >= MAX_STREAMS))
+          fail(ERRORS.streamLimitReached, {
+            limit: open >= MAX_STREAMS_PER_TENANT ? MAX_STREAMS_PER_TENANT : MAX_STREAMS,
+          })
         reply.hijack()
         if (req.method === 'HEAD') {
           // HEAD is GET without the body. A stream's headers leave with its first chunk, which
@@ -267,7 +282,13 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
           },
         })
         streams.add(stream)
-        void stream.done.then(() => streams.delete(stream))
+        streamsOf.set(tenantId, (streamsOf.get(tenantId) ?? 0) + 1)
+        void stream.done.then(() => {
+          streams.delete(stream)
+          const left = (streamsOf.get(tenantId) ?? 1) - 1
+          if (left > 0) streamsOf.set(tenantId, left)
+          else streamsOf.delete(tenantId)
+        })
       },
     )
 

@@ -255,6 +255,12 @@ export const ERRORS = {
     "No receipt with this id in the tenant (another tenant's receipt included).",
   ),
   badgeNotFound: def('badge_not_found', 404, 'badge not found', 'The badge token is unknown or revoked.'),
+  streamLimitReached: def(
+    'stream_limit_reached',
+    429,
+    'too many open receipt streams',
+    'The tenant (or this control-plane process) already holds as many open receipt streams as it may; close one first.',
+  ),
 
   // Gated execution and agent actions
   unsafePath: def(

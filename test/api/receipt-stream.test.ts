@@ -1,6 +1,7 @@
 import { request } from 'node:http'
 import t from 'tap'
 import { createReceiptWakeups } from '../../src/audit/receipt-wakeups.js'
+import { MAX_STREAMS_PER_TENANT } from '../../src/control/receipts.js'
 import { nowSeconds } from '../../src/core/clock.js'
 import { newId } from '../../src/core/ids.js'
 import { draft } from '../../src/core/receipt.js'
@@ -110,6 +111,50 @@ for (const kind of API_BACKENDS) {
     })
   })
 }
+
+t.test(
+  'a tenant holds at most 16 open streams per process; another tenant is not held up (found in review)',
+  async (t) => {
+    const tcp = await startControlPlane(t, 'fake')
+    const base = await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' })
+    const [a, b] = [await tcp.api.newTenant(), await tcp.api.newTenant()]
+    const open = Array.from({ length: MAX_STREAMS_PER_TENANT }, () => openStream(base, a.apiKey))
+    t.teardown(() => {
+      for (const c of open) c.close()
+    })
+    await Promise.all(open.map((c) => c.opened))
+    const wakeups = tcp.cp.auditTrail.services.wakeups
+    await waitFor(() => wakeups.subscriberCount() === MAX_STREAMS_PER_TENANT, 10_000, 'every stream open')
+    // Over the socket, bounded: a stream that opened instead would never end.
+    const refused = await fetch(new URL('/v1/receipts/stream', base), {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+      signal: AbortSignal.timeout(10_000),
+    })
+    t.same(
+      [refused.status, await refused.json()],
+      [
+        429,
+        {
+          error: 'too many open receipt streams',
+          code: 'stream_limit_reached',
+          limit: MAX_STREAMS_PER_TENANT,
+        },
+      ],
+    )
+    t.equal(wakeups.subscriberCount(), MAX_STREAMS_PER_TENANT, 'the refused one opened nothing')
+    const other = openStream(base, b.apiKey)
+    open.push(other)
+    await other.opened
+    t.pass("another tenant's stream opens")
+    // One closed, one more may open.
+    open[0]?.close()
+    await waitFor(() => wakeups.subscriberCount() === MAX_STREAMS_PER_TENANT, 10_000, 'one stream gone')
+    const again = openStream(base, a.apiKey)
+    open.push(again)
+    await again.opened
+    t.pass('a stream opens again once one is closed')
+  },
+)
 
 t.test('closing the control plane ends open streams', async (t) => {
   const tcp = await startControlPlane(t, 'fake')
