@@ -14,6 +14,8 @@
 export interface PathPattern {
   readonly source: string
   match(path: string): Record<string, string> | null
+  /** The same, for a path's spellings made once (a route table tries many patterns on one path). */
+  matchSpellings(spellings: PathSpellings): Record<string, string> | null
 }
 
 function escapeRegex(s: string): string {
@@ -33,22 +35,72 @@ export function decodedPath(path: string): string | null {
   }
 }
 
-/**
- * The spellings a lenient upstream may route a decoded path past ASCII as: itself, its NFKC form
- * (IIS maps fullwidth letters to ASCII ones), and each lower- and upper-cased (fastify lower-cases
- * a path, so U+212A KELVIN SIGN is `k`; .NET upper-cases, so `ı` is `I`). Matched with Unicode
- * case folding besides (`ſ` is `s`).
- */
-function spellings(decoded: string): string[] {
-  const forms = new Set([decoded, decoded.normalize('NFKC')])
-  for (const f of [...forms]) {
-    forms.add(f.toLowerCase())
-    forms.add(f.toUpperCase())
-  }
-  return [...forms]
+/** One spelling of a decoded path, and for each of its UTF-16 units the index in the decoded path it came from. */
+interface Spelling {
+  text: string
+  /** Null for the decoded path itself; else one index per unit of `text`, and its length last. */
+  from: number[] | null
+}
+
+/** The spellings of a request's path a lenient upstream may route it as (made once per request). */
+export interface PathSpellings {
+  decoded: string
+  /** Null for a path of ASCII alone, which the case-insensitive match covers as it is. */
+  forms: Spelling[] | null
 }
 
 const PAST_ASCII = /[^\x00-\x7f]/
+
+/** A code point's first code point: its simple case mapping where the full one is longer (İ → i̇ → i). */
+const firstCodePoint = (s: string): string => String.fromCodePoint(s.codePointAt(0) as number)
+
+/**
+ * Per code point, so each unit of a spelling is known to come from one of the path (captures
+ * are cut from the path as sent, never from a spelling: a grant for `ACCT-1` is not `acct-1`'s).
+ */
+const SPELLERS: ((c: string) => string)[] = [
+  // NFKC: IIS maps fullwidth letters to ASCII ones (`ｋ` is `k`).
+  (c) => c.normalize('NFKC'),
+  // Lower-cased one by one, the simple mapping: Java and Spring read `İ` as `i`; fastify
+  // lower-cases U+212A KELVIN SIGN to `k`.
+  (c) => firstCodePoint(c.toLowerCase()),
+  // Upper-cased: .NET reads `ı` as `I`.
+  (c) => c.toUpperCase(),
+  (c) => Array.from(c.normalize('NFKC'), (n) => firstCodePoint(n.toLowerCase())).join(''),
+  (c) => c.normalize('NFKC').toUpperCase(),
+]
+
+function spelled(decoded: string, speller: (c: string) => string): Spelling {
+  let text = ''
+  const from: number[] = []
+  for (let i = 0; i < decoded.length; ) {
+    const c = String.fromCodePoint(decoded.codePointAt(i) as number)
+    const t = speller(c)
+    text += t
+    for (let k = 0; k < t.length; k++) from.push(i)
+    i += c.length
+  }
+  from.push(decoded.length)
+  return { text, from }
+}
+
+/**
+ * A path's spellings: decoded, and past ASCII, also NFKC and case-mapped code point by code
+ * point, each matched under Unicode case folding besides (`ſ` is `s`).
+ */
+export function pathSpellings(path: string): PathSpellings {
+  const decoded = decodedPath(path) ?? path
+  if (!PAST_ASCII.test(decoded)) return { decoded, forms: null }
+  const forms: Spelling[] = [{ text: decoded, from: null }]
+  const seen = new Set([decoded])
+  for (const speller of SPELLERS) {
+    const form = spelled(decoded, speller)
+    if (seen.has(form.text)) continue
+    seen.add(form.text)
+    forms.push(form)
+  }
+  return { decoded, forms }
+}
 
 /**
  * `path` without its trailing dots and spaces (raw or encoded), which IIS drops. A loop from the
@@ -89,26 +141,30 @@ export function compilePathPattern(source: string): PathPattern {
   let re = '^'
   const wildcard = source.endsWith('*')
   let body = wildcard ? source.slice(0, -1) : source
-  // A route's escapes are read as a request's are (`/v1/a%40b` is `/v1/a@b`).
-  body = decodedPath(body) ?? body
   // `/a/` and `/a`, `/a/*` and `/a*` are one route each.
   if (body.endsWith('/')) body = body.slice(0, -1)
-  const parts = body.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)
+  // Placeholders found in the route as written, then its literal text's escapes read as a
+  // request's are (`/v1/a%40b` is `/v1/a@b`; `%7Bx%7D` stays a literal, not a placeholder).
+  const parts = body
+    .split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/)
+    .map((part, i) => (i % 2 === 1 ? part : literal(part)))
   // `/v1/x.` is `/v1/x` with a trailing dot, which the path may or may not keep (below).
   const last = parts.length - 1
   parts[last] = withoutTrailingDots(parts[last] as string)
-  for (const part of parts) {
-    const m = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(part)
-    if (m) {
-      names.push(m[1] as string)
+  let slashes = 0
+  parts.forEach((part, i) => {
+    if (i % 2 === 1) {
+      names.push(part.slice(1, -1))
       re += '([^/]+)'
-    } else re += escapeRegex(part)
-  }
+    } else {
+      re += escapeRegex(part)
+      // Placeholders never span a `/`, so the route's segments end at a fixed count of them.
+      slashes += part.split('/').length - 1
+    }
+  })
   const regex = new RegExp(`${re}$`, 'i')
-  // For a path past ASCII: `i` alone folds ASCII letters only.
+  // For a path past ASCII: `i` alone folds ASCII letters only; `d` for where captures are.
   let unicodeRegex: RegExp | null = null
-  // Placeholders never span a `/`, so the route's segments end at a fixed count of them.
-  const slashes = body.split('/').length - 1
 
   const exec = (path: string, regex: RegExp): RegExpExecArray | null => {
     let p = path
@@ -138,31 +194,48 @@ export function compilePathPattern(source: string): PathPattern {
     return bareUndotted !== bare ? regex.exec(bareUndotted) : null
   }
 
-  const execLenient = (path: string): RegExpExecArray | null => {
+  const matchSpellings = (sp: PathSpellings): Record<string, string> | null => {
+    const params: Record<string, string> = {}
     // A path with no escape and no character past ASCII (nearly every one) pays for neither.
-    const decoded = decodedPath(path) ?? path
-    if (!PAST_ASCII.test(decoded)) return exec(decoded, regex)
-    unicodeRegex ??= new RegExp(`${re}$`, 'iu')
-    for (const form of spellings(decoded)) {
-      const m = exec(form, unicodeRegex)
-      if (m) return m
+    if (sp.forms === null) {
+      const m = exec(sp.decoded, regex)
+      if (!m) return null
+      names.forEach((n, i) => {
+        params[n] = m[i + 1] as string
+      })
+      return params
+    }
+    unicodeRegex ??= new RegExp(`${re}$`, 'iud')
+    for (const form of sp.forms) {
+      const m = exec(form.text, unicodeRegex)
+      if (!m) continue
+      // Cut from the decoded path, where the spelling's captured units came from.
+      names.forEach((n, i) => {
+        const at = m.indices?.[i + 1] as [number, number]
+        params[n] = form.from
+          ? sp.decoded.slice(form.from[at[0]], form.from[at[1]])
+          : sp.decoded.slice(at[0], at[1])
+      })
+      return params
     }
     return null
   }
 
   return {
     source,
-    match(path) {
-      const m = execLenient(path)
-      if (!m) return null
-      // Captured from the decoded path: already decoded.
-      const params: Record<string, string> = {}
-      names.forEach((n, i) => {
-        params[n] = m[i + 1] as string
-      })
-      return params
-    },
+    match: (path) => matchSpellings(pathSpellings(path)),
+    matchSpellings,
   }
+}
+
+/**
+ * A route's literal text with its escapes decoded, but for an encoded slash, backslash or `%`,
+ * which a request may not hold (safe-path.ts): decoded, they would match what those do not mean.
+ * Enrolment compares routes by it too (`/v1/%40me` is `/v1/@me`).
+ */
+export function literal(part: string): string {
+  if (!part.includes('%') || /%(2f|5c|25)/i.test(part)) return part
+  return decodedPath(part) ?? part
 }
 
 /** Fills `{name}` placeholders of a target template; unknown names stay as written. */

@@ -1,5 +1,5 @@
 import type { SystemRoute } from './enrolled-system.js'
-import { compilePathPattern, fillTemplate } from './path-pattern.js'
+import { compilePathPattern, fillTemplate, type PathSpellings, pathSpellings } from './path-pattern.js'
 
 export interface RouteMatch {
   verb: string
@@ -23,10 +23,10 @@ export function compileRoutes(routes: readonly SystemRoute[]): RouteMatcher {
     verb: r.verb,
     target: r.target,
   }))
-  const find = (method: string, path: string): RouteMatch | null => {
+  const find = (method: string, path: PathSpellings): RouteMatch | null => {
     for (const r of compiled) {
       if (r.method !== method) continue
-      const params = r.pattern.match(path)
+      const params = r.pattern.matchSpellings(path)
       if (params)
         return { verb: r.verb, target: r.target === undefined ? null : fillTemplate(r.target, params) }
     }
@@ -34,7 +34,8 @@ export function compileRoutes(routes: readonly SystemRoute[]): RouteMatcher {
   }
   return {
     match(method, pathWithQuery) {
-      const path = pathWithQuery.split('?')[0] as string
+      // Decoded and spelled once for every route tried.
+      const path = pathSpellings(pathWithQuery.split('?')[0] as string)
       // Upstream frameworks answer HEAD with their GET handler: a gated GET gates its HEAD too,
       // unless a HEAD route of its own says otherwise.
       return find(method, path) ?? (method === 'HEAD' ? find('GET', path) : null)

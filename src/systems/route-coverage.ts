@@ -1,3 +1,5 @@
+import { literal } from '../core/path-pattern.js'
+
 /**
  * Whether one route pattern matches every path another matches, so that the other, listed
  * after it, could never decide (the first route that matches decides: path-pattern.ts). Sure
@@ -25,11 +27,12 @@ function shapeOf(pattern: string): Shape {
     .split('/')
     .slice(1)
     .map((text): Segment => {
+      // Escapes decoded, as routes match (path-pattern.ts).
       const m = PLACEHOLDER.exec(text)
-      if (!m) return { literal: text.toLowerCase() }
+      if (!m) return { literal: literal(text).toLowerCase() }
       return {
-        prefix: text.slice(0, m.index).toLowerCase(),
-        suffix: text.slice(m.index + m[0].length).toLowerCase(),
+        prefix: literal(text.slice(0, m.index)).toLowerCase(),
+        suffix: literal(text.slice(m.index + m[0].length)).toLowerCase(),
       }
     })
   return { segments, below }

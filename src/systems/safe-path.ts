@@ -29,7 +29,9 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
     if (ENCODED_UNRESERVED.test(path)) return 'a percent-encoded letter, digit or -._~'
     // Routes are matched on the decoded path (path-pattern.ts): one that does not decode could
     // not be matched as the upstream reads it.
-    if (decodedPath(path) === null) return 'a % that is not a UTF-8 escape'
+    const decoded = decodedPath(path)
+    if (decoded === null) return 'a % that is not a UTF-8 escape'
+    if (nfkcPathSyntax(decoded)) return 'a character NFKC reads as / \\ . ; % ? or #'
   }
   if (path.includes('.')) {
     for (const segment of path.split('/')) {
@@ -37,6 +39,19 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
     }
   }
   return null
+}
+
+/**
+ * Whether a character past ASCII reads, under NFKC (as an upstream that maps fullwidth forms to
+ * ASCII reads it, and as routes are matched: path-pattern.ts), as path syntax: `．．` is `..`
+ * and `／` is `/` there, a traversal no dot-segment rule would see (found in review).
+ */
+function nfkcPathSyntax(decoded: string): boolean {
+  for (const c of decoded) {
+    if (c.charCodeAt(0) < 0x80) continue
+    if (/[/\\.;%?#\x00-\x1f\x7f]/.test(c.normalize('NFKC'))) return true
+  }
+  return false
 }
 
 /** RFC 3986 unreserved characters, percent-encoded: A-Z, a-z, 0-9, `-`, `.`, `_`, `~` (hex in any case). */

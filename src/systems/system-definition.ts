@@ -7,6 +7,7 @@ import type {
   SystemRoute,
   SystemTool,
 } from '../core/enrolled-system.js'
+import { literal } from '../core/path-pattern.js'
 import { routeCovers } from './route-coverage.js'
 
 /**
@@ -247,7 +248,13 @@ function placeholdersIn(text: string | undefined): string[] {
 function routeShape(method: string, path: string): string {
   let p = path.endsWith('*') ? path.slice(0, -1) : path
   if (p.endsWith('/')) p = p.slice(0, -1)
-  return `${method} ${p.replace(PLACEHOLDER, '{}').toLowerCase()}${path.endsWith('*') ? '*' : ''}`
+  // Literal text with its escapes decoded, as routes match (`%40me` is `@me`); a placeholder as
+  // a character no literal holds.
+  const shape = p
+    .split(/\{[A-Za-z_][A-Za-z0-9_]*\}/)
+    .map((part) => literal(part).toLowerCase())
+    .join('\u0000')
+  return `${method} ${shape}${path.endsWith('*') ? '*' : ''}`
 }
 
 /**

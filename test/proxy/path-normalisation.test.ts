@@ -42,6 +42,10 @@ t.test('paths an upstream normalises cannot slip past their routes', async (t) =
       ['/v1/secret-report%FF', 400, 'unsafe_path'],
       ['/v1/secret-report%C0%AF', 400, 'unsafe_path'],
       ['/v1/secret-report%zz', 400, 'unsafe_path'],
+      // Fullwidth dots and solidus, a two-dot leader: path syntax once NFKC reads them.
+      ['/v1/x/%EF%BC%8E%EF%BC%8E/secret-report', 400, 'unsafe_path'],
+      ['/v1/x/%E2%80%A5/secret-report', 400, 'unsafe_path'],
+      ['/v1/x%EF%BC%8F..%EF%BC%8Fsecret-report', 400, 'unsafe_path'],
     ]
     for (const [path, status, why] of cases) {
       const r = await agentRequest(port, { method: 'GET', path: `/sys_billing${path}` })

@@ -141,6 +141,33 @@ t.test("a route's trailing dots are optional, and its wildcard starts at a segme
   t.same(compilePathPattern('/v1/{id}/r').match('/v1/abc/r.xml'), { id: 'abc' })
 })
 
+t.test('a spelling decides whether a route matches; its values are cut from the path as sent (found in review)', async (t) => {
+  const bills = compilePathPattern('/v1/bills/{id}')
+  // .NET reads ı as I: the route matches, and the id is the one sent, not upper-cased.
+  t.same(bills.match('/v1/b%C4%B1lls/acct-xy'), { id: 'acct-xy' })
+  // Fullwidth letters: matched as NFKC reads them, the id as sent.
+  t.same(bills.match('/v1/%EF%BD%82ills/%EF%BD%98'), { id: '\uff58' })
+  t.same(bills.match('/v1/BILLS/Acct-%C3%9F'), { id: 'Acct-\u00df' })
+  t.same(compilePathPattern('/v1/ops/{op}:cancel').match('/v1/%C3%B6ps/%C3%9F%C3%9Fx:CANCEL'), null)
+  t.same(compilePathPattern('/v1/op%C3%B6/{op}:cancel').match('/v1/OP%C3%96/%C3%9F%C3%9Fx:CANCEL'), {
+    op: '\u00df\u00dfx',
+  })
+  // Java and Spring lower-case İ to i, one code point for one.
+  t.same(compilePathPattern('/v1/items').match('/v1/%C4%B0tems'), {})
+})
+
+t.test("a route's escaped braces are a literal, never a placeholder (found in review)", async (t) => {
+  const braces = compilePathPattern('/v1/%7Bdoc%7D')
+  t.equal(braces.match('/v1/admin'), null)
+  t.same(braces.match('/v1/%7Bdoc%7D'), {})
+  t.same(braces.match('/v1/%7bDOC%7d'), {})
+  const at = compilePathPattern('/v1/users/%40me')
+  t.same(at.match('/v1/users/@me'), {})
+  t.equal(at.match('/v1/users/you'), null)
+  // An escape a request may not hold stays as written: `%2F` never matches a `/`.
+  t.equal(compilePathPattern('/v1/a%2Fb').match('/v1/a/b'), null)
+})
+
 t.test('the proxy and /v1/check map every request identically', async (t) => {
   const snap = snapshotWithSystems('ten_a', recordsOf(file, 'ten_a'))
   const registry = await registryOver(file, 'ten_a')

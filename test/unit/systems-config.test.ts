@@ -91,6 +91,15 @@ t.test('bad systems files stop start-up with one line', async (t) => {
       /: system sys_a: routes\.1: duplicate route: POST \/V1\/A\/\{y\}\/ matches what routes\.0 matches/,
     ],
     [
+      // Routes match decoded (found in review: both were taken, and the second never decided).
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v1/users/%40me", verb: v}, {method: POST, path: "/v1/users/@ME", verb: w}]}]',
+      /: system sys_a: routes\.1: duplicate route: POST \/v1\/users\/@ME matches what routes\.0 matches/,
+    ],
+    [
+      'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v1/{doc}", verb: v}, {method: POST, path: "/v1/%7Bdoc%7D", verb: w}]}]',
+      /: system sys_a: routes\.1: never decides: every POST \/v1\/%7Bdoc%7D is matched first by routes\.0/,
+    ],
+    [
       // Found in review: listed after the broader route, the deny route could never decide.
       'systems: [{systemId: sys_a, upstream: "https://x.io", routes: [{method: POST, path: "/v2/refunds/*", verb: v}, {method: POST, path: "/v2/refunds/{id}", verb: w}]}]',
       /: system sys_a: routes\.1: never decides: every POST \/v2\/refunds\/\{id\} is matched first by routes\.0 \(\/v2\/refunds\/\*\); list the narrower route first/,
