@@ -47,10 +47,11 @@ const MAX_MUTATIONS = 32
  */
 const MAX_SELECTIONS = 100_000
 /**
- * Values read into mutation arguments per request, variables counted at each reference. A
- * variable is substituted whole wherever it is referenced, so `[$v $v …]` costs its references
- * times its size to read, check and template: 12 s of the proxy's one thread for a 104 KB request
- * (found in review), minutes at the body limit. Twice what a 1 MiB body can hold once.
+ * Values read into mutation arguments per request, variables counted at each reference, a
+ * string or key as one value per 16 characters besides (textCost). A variable is substituted
+ * whole wherever it is referenced, so `[$v $v …]` costs its references times its size to read,
+ * check and template: 12 s of the proxy's one thread for a 104 KB request (found in review),
+ * minutes at the body limit. Twice what a 1 MiB body can hold once.
  */
 const MAX_ARGUMENT_VALUES = 1_000_000
 const TOO_MANY_VALUES = `the request's arguments, with their variables substituted, hold more than ${MAX_ARGUMENT_VALUES} values`
@@ -278,24 +279,47 @@ function readLiteral(node: ValueNode, max: number, sizes?: Map<string, number>):
       count += sizes?.get(v.name.value) ?? 1
       continue
     }
-    count++
+    count += v.kind === Kind.STRING ? textCost(v.value) : 1
     if (v.kind !== Kind.LIST && v.kind !== Kind.OBJECT) continue
     if (depth >= max) return 'too deep'
     if (v.kind === Kind.LIST) for (const item of v.values) stack.push([item, depth + 1])
-    else for (const f of v.fields) stack.push([f.value, depth + 1])
+    else
+      for (const f of v.fields) {
+        count += textCost(f.name.value)
+        stack.push([f.value, depth + 1])
+      }
   }
   return count
 }
 
-/** How many values a JSON value holds, itself included, counting no further than `cap` (iteratively). */
+/**
+ * What a string costs the budget: one value, and one per 16 of its characters. Each copy is
+ * scanned and templated as a whole: counted as one value, a 600 KB string referenced 24,000
+ * times held the proxy's thread for 20 s and ran it out of memory (found in review).
+ */
+const textCost = (text: string): number => 1 + (text.length >>> 4)
+
+/**
+ * What a JSON value costs the budget (values, strings and keys by their length: textCost),
+ * counting no further than `cap` (iteratively).
+ */
 function valueCount(value: unknown, cap: number): number {
   let count = 0
   const stack: unknown[] = [value]
   while (stack.length > 0 && count <= cap) {
     const v = stack.pop()
+    if (typeof v === 'string') {
+      count += textCost(v)
+      continue
+    }
     count++
     if (v === null || typeof v !== 'object') continue
-    for (const item of Array.isArray(v) ? v : Object.values(v)) stack.push(item)
+    if (Array.isArray(v)) for (const item of v) stack.push(item)
+    else
+      for (const [key, item] of Object.entries(v)) {
+        count += textCost(key)
+        stack.push(item)
+      }
   }
   return count
 }

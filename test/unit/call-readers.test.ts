@@ -296,6 +296,22 @@ t.test(
       variables: { v: Array.from({ length: 40_000 }, () => 1) },
     })
     t.match(graphql(spread), { ok: false, problem: /more than 1000000 values/ })
+    // A string costs one value per 16 characters, and so does a key: copies of a 100 KB string
+    // are each scanned and templated whole (found in review: 600 KB × 24,000 references ran the
+    // proxy out of memory).
+    const long = 'x'.repeat(100_000)
+    const strings = (n: number, v: unknown) =>
+      JSON.stringify({ query: `mutation($v:[Int]){closeIssue(id:"1", a:[${refs(n)}])}`, variables: { v } })
+    t.match(graphql(strings(200, long)), { ok: false, problem: /more than 1000000 values/ })
+    t.match(graphql(strings(200, { [long]: 1 })), { ok: false, problem: /more than 1000000 values/ })
+    t.match(graphql(strings(100, long)), { ok: true }, 'a hundred copies are within it')
+    const literal = `"${'y'.repeat(100_000)}"`
+    t.match(
+      graphql(
+        JSON.stringify({ query: `mutation($v:String=${literal}){closeIssue(id:"1", a:[${refs(200)}])}` }),
+      ),
+      { ok: false, problem: /more than 1000000 values/ },
+    )
     // A default value counts as the variable it stands for.
     const defaulted = `[${Array.from({ length: 2_000 }, () => '1').join(',')}]`
     t.match(
