@@ -7,6 +7,7 @@ import type { AuditLog } from './audit-log.js'
 import { createCheckpointer } from './checkpointer.js'
 import { type AppendPath, createGroupCommitAuditLog } from './group-commit.js'
 import { createReceiptWakeups } from './receipt-wakeups.js'
+import { createStreamSlots } from './stream-slots.js'
 
 export interface AuditTrail {
   /** The append interface every path uses (group-committed). */
@@ -63,6 +64,7 @@ export function createAuditTrail(opts: AuditTrailOptions): AuditTrail {
       signingKey: opts.signingKey,
       manifests: opts.storage.manifests,
       streamKeepaliveMs: opts.streamKeepaliveMs,
+      streamSlots: createStreamSlots(),
       publicUrl: opts.publicUrl,
     },
     async close() {

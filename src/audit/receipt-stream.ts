@@ -94,6 +94,9 @@ export function startReceiptStream(
     finish()
   }
   res.on('close', stop)
+  // A client gone before the stream opened (during the route's auth) closes nothing again: the
+  // stream would hold its subscription, timer and slot for ever (found in review).
+  if (res.destroyed || res.socket === null || res.socket.destroyed) stop()
 
   async function pump(): Promise<void> {
     if (pumping) {

@@ -232,6 +232,7 @@ export async function buildControlApp(
         publicKey: a.signingKey,
         clock: s.clock,
         streamKeepaliveMs: a.streamKeepaliveMs,
+        streamSlots: a.streamSlots,
         sessionMaxSeconds: opts.portalSessionMaxSeconds,
       }),
     )

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/audit-log.js'
 import type { Checkpointer } from '../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
+import type { StreamSlots } from '../audit/stream-slots.js'
 import type { Clock } from '../core/clock.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { PortalSessions } from '../portal/portal-sessions.js'
@@ -25,6 +26,8 @@ export interface AuditServices {
   signingKey: KeyObject
   manifests: ManifestStore
   streamKeepaliveMs: number
+  /** Open receipt streams, API and portal together (stream-slots.ts). */
+  streamSlots: StreamSlots
   publicUrl?: string | undefined
 }
 
@@ -51,6 +54,7 @@ export async function registerAuditRoutes(
       publicKey: audit.signingKey,
       clock: s.clock,
       streamKeepaliveMs: audit.streamKeepaliveMs,
+      streamSlots: audit.streamSlots,
       portalSessions: s.portalSessions,
     }),
   )

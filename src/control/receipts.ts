@@ -6,6 +6,7 @@ import { exportLogStream } from '../audit/log-export.js'
 import { verifyStoredLog } from '../audit/log-verifier.js'
 import { RECEIPT_STREAM_HEADERS, type ReceiptStream, startReceiptStream } from '../audit/receipt-stream.js'
 import type { ReceiptWakeups } from '../audit/receipt-wakeups.js'
+import type { StreamSlots } from '../audit/stream-slots.js'
 import { type Clock, nowSeconds } from '../core/clock.js'
 import { ERRORS, fail } from '../core/errors.js'
 import type { Receipt } from '../core/receipt.js'
@@ -59,24 +60,16 @@ export interface ReceiptsDeps {
   publicKey: KeyObject
   clock: Clock
   streamKeepaliveMs: number
+  /** Open receipt streams, API and portal together (stream-slots.ts). */
+  streamSlots: StreamSlots
   /** Stats also accept a portal session (interface.md: "K or portal session"); null when the portal is off. */
   portalSessions: PortalSessions | null
 }
-
-/**
- * Open receipt streams a tenant, and this process, may hold. Each holds a page of receipts while
- * its client does not read (≈ 0.5–0.9 MB) and asks the database at every keepalive and commit:
- * unbounded, one admin key's idle connections ran a shared control plane out of memory (found in
- * review). Past either, 429 stream_limit_reached.
- */
-export const MAX_STREAMS_PER_TENANT = 16
-export const MAX_STREAMS = 256
 
 export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
   return async (app) => {
     const admin = requireKey(deps.auth, { scope: 'admin' })
     const streams = new Set<ReceiptStream>()
-    const streamsOf = new Map<string, number>()
     // Open streams would keep server.close() waiting for ever: end them first.
     app.addHook('preClose', async () => {
       const closing = [...streams].map((s) => {
@@ -256,11 +249,9 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
         const { tenantId } = keyCaller(req)
         const cursor = req.headers['last-event-id'] ?? req.query.since ?? 0
         const bearer = bearerOf(req.headers.authorization)
-        const open = streamsOf.get(tenantId) ?? 0
-        if (req.method !== 'HEAD' && (open >= MAX_STREAMS_PER_TENANT || streams.size >= MAX_STREAMS))
-          fail(ERRORS.streamLimitReached, {
-            limit: open >= MAX_STREAMS_PER_TENANT ? MAX_STREAMS_PER_TENANT : MAX_STREAMS,
-          })
+        // HEAD opens nothing, and so takes no slot.
+        const slot = req.method === 'HEAD' ? null : deps.streamSlots.take(tenantId)
+        if (slot !== null && 'limit' in slot) fail(ERRORS.streamLimitReached, { limit: slot.limit })
         reply.hijack()
         if (req.method === 'HEAD') {
           // HEAD is GET without the body. A stream's headers leave with its first chunk, which
@@ -282,12 +273,9 @@ export function receiptsRoutes(deps: ReceiptsDeps): FastifyPluginAsyncZod {
           },
         })
         streams.add(stream)
-        streamsOf.set(tenantId, (streamsOf.get(tenantId) ?? 0) + 1)
         void stream.done.then(() => {
           streams.delete(stream)
-          const left = (streamsOf.get(tenantId) ?? 1) - 1
-          if (left > 0) streamsOf.set(tenantId, left)
-          else streamsOf.delete(tenantId)
+          slot?.release()
         })
       },
     )

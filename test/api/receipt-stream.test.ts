@@ -1,7 +1,8 @@
 import { request } from 'node:http'
+import { connect } from 'node:net'
 import t from 'tap'
 import { createReceiptWakeups } from '../../src/audit/receipt-wakeups.js'
-import { MAX_STREAMS_PER_TENANT } from '../../src/control/receipts.js'
+import { createStreamSlots, MAX_STREAMS_PER_TENANT } from '../../src/audit/stream-slots.js'
 import { nowSeconds } from '../../src/core/clock.js'
 import { newId } from '../../src/core/ids.js'
 import { draft } from '../../src/core/receipt.js'
@@ -155,6 +156,57 @@ t.test(
     t.pass('a stream opens again once one is closed')
   },
 )
+
+t.test('a client gone before its stream opened holds no slot (found in review)', async (t) => {
+  const tcp = await startControlPlane(t, 'pglite-memory')
+  const base = new URL(await tcp.cp.app.listen({ port: 0, host: '127.0.0.1' }))
+  const a = await tcp.api.newTenant()
+  const slots = tcp.cp.auditTrail.services.streamSlots
+  // Each request sent, and its connection cut while the key is checked (0 to 9 ms later).
+  await Promise.all(
+    Array.from(
+      { length: 20 },
+      (_, i) =>
+        new Promise<void>((resolve) => {
+          const s = connect(Number(base.port), base.hostname, () => {
+            s.write(
+              `GET /v1/receipts/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.apiKey}\r\n\r\n`,
+            )
+            setTimeout(() => s.destroy(), i % 10)
+          })
+          s.on('error', () => {})
+          s.on('close', () => resolve())
+        }),
+    ),
+  )
+  await waitFor(
+    () => slots.held(a.tenantId) === 0,
+    10_000,
+    () => `${slots.held(a.tenantId)} slots held`,
+  )
+  await waitFor(
+    () => tcp.cp.auditTrail.services.wakeups.subscriberCount() === 0,
+    10_000,
+    'no subscription left',
+  )
+  const again = openStream(base.href, a.apiKey)
+  t.teardown(() => again.close())
+  await again.opened
+  t.pass('the tenant can still open a stream')
+})
+
+t.test('slots are per tenant and per process', async (t) => {
+  const slots = createStreamSlots({ perTenant: 2, total: 3 })
+  const a1 = slots.take('ten_a')
+  const a2 = slots.take('ten_a')
+  t.same(slots.take('ten_a'), { limit: 2 }, "a tenant's limit")
+  const b1 = slots.take('ten_b')
+  t.same(slots.take('ten_c'), { limit: 3 }, "the process's limit")
+  for (const s of [a1, a2, b1]) if ('release' in s) s.release()
+  if ('release' in a1) a1.release()
+  t.equal(slots.held(), 0, 'released once each')
+  t.ok('release' in slots.take('ten_c'))
+})
 
 t.test('closing the control plane ends open streams', async (t) => {
   const tcp = await startControlPlane(t, 'fake')

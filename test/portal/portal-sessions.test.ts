@@ -642,3 +642,34 @@ t.test('a Live page left open does not keep its session from idling out', async 
   })
   t.equal(page.statusCode, 303, 'idle for 35 minutes: ended, though its Live page was open')
 })
+
+t.test("the Live page's streams count with the API's: 16 per tenant (found in review)", async (t) => {
+  const { cp, api, clock } = await startControlPlane(t, 'pglite-memory')
+  const tenant = await api.newTenant()
+  const code = await generate({ secret: tenant.totp.secret, epoch: Math.floor(clock.nowMs() / 1000) })
+  const session = sessionCookie(await signIn(cp, tenant.apiKey, code))
+  const address = await cp.app.listen({ port: 0, host: '127.0.0.1' })
+  const slots = cp.auditTrail.services.streamSlots
+  const { request } = await import('node:http')
+  const open = () =>
+    new Promise<number>((resolve, reject) => {
+      const r = request(`${address}/portal/live/stream`, { headers: { cookie: `wg_portal=${session}` } })
+      r.on('error', reject)
+      t.teardown(() => r.destroy())
+      r.on('response', (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      })
+      r.end()
+    })
+  const statuses: number[] = []
+  for (let i = 0; i < 17; i++) statuses.push(await open())
+  t.same(statuses.slice(0, 16), Array(16).fill(200), 'sixteen open')
+  t.equal(statuses[16], 429, 'the seventeenth is refused')
+  t.equal(slots.held(tenant.tenantId), 16)
+  const viaApi = await fetch(new URL('/v1/receipts/stream', address), {
+    headers: { authorization: `Bearer ${tenant.apiKey}` },
+    signal: AbortSignal.timeout(10_000),
+  })
+  t.equal(viaApi.status, 429, "and so is the API's")
+})

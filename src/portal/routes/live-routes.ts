@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { RECEIPT_STREAM_HEADERS, type ReceiptStream, startReceiptStream } from '../../audit/receipt-stream.js'
+import { ERRORS } from '../../core/errors.js'
 import { livePage } from '../pages/live.js'
 import { readCookie, SESSION_COOKIE, sendPage, sessionOf } from '../portal-http.js'
 import { type PortalDeps, requirePage } from './route-kit.js'
@@ -29,12 +30,19 @@ export function liveRoutes(app: FastifyInstance, deps: PortalDeps): void {
     const raw = typeof last === 'string' ? last : q.since
     const cursor = raw !== undefined && /^\d{1,15}$/.test(raw) ? Number(raw) : 0
     const token = readCookie(req, SESSION_COOKIE)
-    reply.hijack()
     if (req.method === 'HEAD') {
+      reply.hijack()
       reply.raw.writeHead(200, RECEIPT_STREAM_HEADERS)
       reply.raw.end()
       return
     }
+    // Counted with the API's streams (found in review: this one was not, and one session opened 40).
+    const slot = deps.streamSlots.take(session.caller.tenantId)
+    if ('limit' in slot) {
+      const def = ERRORS.streamLimitReached
+      return reply.code(def.status).send({ error: def.message, code: def.code, limit: slot.limit })
+    }
+    reply.hijack()
     const stream = startReceiptStream(reply.raw, session.caller.tenantId, cursor, {
       reader: deps.reader,
       wakeups: deps.wakeups,
@@ -45,6 +53,9 @@ export function liveRoutes(app: FastifyInstance, deps: PortalDeps): void {
       stillAuthorized: async () => (await deps.sessions.resolve(token, { touch: false })) !== null,
     })
     streams.add(stream)
-    void stream.done.then(() => streams.delete(stream))
+    void stream.done.then(() => {
+      streams.delete(stream)
+      slot.release()
+    })
   })
 }

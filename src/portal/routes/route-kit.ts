@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ApprovalService } from '../../actions/approval-service.js'
 import type { Checkpointer } from '../../audit/checkpointer.js'
 import type { ReceiptWakeups } from '../../audit/receipt-wakeups.js'
+import type { StreamSlots } from '../../audit/stream-slots.js'
 import { readClientJson } from '../../control/http/json-body.js'
 import type { Clock } from '../../core/clock.js'
 import { ERRORS, fail, WriteGateError } from '../../core/errors.js'
@@ -33,6 +34,8 @@ export interface PortalDeps {
   publicKey: KeyObject
   clock: Clock
   streamKeepaliveMs: number
+  /** Open receipt streams, API and portal together (stream-slots.ts). */
+  streamSlots: StreamSlots
   sessionMaxSeconds: number
 }
 
