@@ -35,71 +35,110 @@ export function decodedPath(path: string): string | null {
   }
 }
 
-/** One spelling of a decoded path, and for each of its UTF-16 units the index in the decoded path it came from. */
+/**
+ * One spelling of a decoded path: each of its UTF-16 units came from one character of the path
+ * (a base and its combining marks), whose start and end in the decoded path `from` and `upto` give.
+ */
 interface Spelling {
   text: string
-  /** Null for the decoded path itself; else one index per unit of `text`, and its length last. */
-  from: number[] | null
+  from: number[]
+  upto: number[]
 }
 
 /** The spellings of a request's path a lenient upstream may route it as (made once per request). */
 export interface PathSpellings {
   decoded: string
-  /** Null for a path of ASCII alone, which the case-insensitive match covers as it is. */
-  forms: Spelling[] | null
+  /** False for a path of ASCII alone, which the case-insensitive match covers as it is. */
+  pastAscii: boolean
+  /** The spellings other than the decoded path, made when first asked for (the decoded path is tried first). */
+  others(): Spelling[]
 }
 
 const PAST_ASCII = /[^\x00-\x7f]/
+const MARK = /^\p{M}$/u
 
 /** A code point's first code point: its simple case mapping where the full one is longer (İ → i̇ → i). */
 const firstCodePoint = (s: string): string => String.fromCodePoint(s.codePointAt(0) as number)
+const eachFirst = (s: string, map: (c: string) => string): string =>
+  Array.from(s, (c) => firstCodePoint(map(c))).join('')
 
 /**
- * Per code point, so each unit of a spelling is known to come from one of the path (captures
- * are cut from the path as sent, never from a spelling: a grant for `ACCT-1` is not `acct-1`'s).
+ * Applied one character at a time (a base and its marks: NFKC composes `u` and U+0308 into `ü`),
+ * so each unit of a spelling is known to come from one character of the path: captures are cut
+ * from the path as sent, never from a spelling (a grant for `ACCT-1` is not `acct-1`'s).
  */
 const SPELLERS: ((c: string) => string)[] = [
   // NFKC: IIS maps fullwidth letters to ASCII ones (`ｋ` is `k`).
   (c) => c.normalize('NFKC'),
-  // Lower-cased one by one, the simple mapping: Java and Spring read `İ` as `i`; fastify
-  // lower-cases U+212A KELVIN SIGN to `k`.
-  (c) => firstCodePoint(c.toLowerCase()),
+  // Lower-cased, the simple mapping: Java and Spring read `İ` as `i`; fastify lower-cases
+  // U+212A KELVIN SIGN to `k`.
+  (c) => eachFirst(c, (x) => x.toLowerCase()),
   // Upper-cased: .NET reads `ı` as `I`.
   (c) => c.toUpperCase(),
-  (c) => Array.from(c.normalize('NFKC'), (n) => firstCodePoint(n.toLowerCase())).join(''),
+  (c) => eachFirst(c.normalize('NFKC'), (x) => x.toLowerCase()),
   (c) => c.normalize('NFKC').toUpperCase(),
 ]
 
-function spelled(decoded: string, speller: (c: string) => string): Spelling {
+/** The path's characters: each a base code point and the combining marks after it. */
+function charactersOf(decoded: string): [number, number][] {
+  const out: [number, number][] = []
+  let i = 0
+  while (i < decoded.length) {
+    const start = i
+    i += (decoded.codePointAt(i) as number) > 0xffff ? 2 : 1
+    while (i < decoded.length) {
+      const cp = decoded.codePointAt(i) as number
+      if (cp < 0x300 || !MARK.test(String.fromCodePoint(cp))) break
+      i += cp > 0xffff ? 2 : 1
+    }
+    out.push([start, i])
+  }
+  return out
+}
+
+function spelled(decoded: string, characters: [number, number][], speller: (c: string) => string): Spelling {
   let text = ''
   const from: number[] = []
-  for (let i = 0; i < decoded.length; ) {
-    const c = String.fromCodePoint(decoded.codePointAt(i) as number)
-    const t = speller(c)
+  const upto: number[] = []
+  for (const [start, end] of characters) {
+    const c = decoded.slice(start, end)
+    // An ASCII character alone spells as itself: the match ignores ASCII case anyway.
+    const t = end - start === 1 && decoded.charCodeAt(start) < 0x80 ? c : speller(c)
     text += t
-    for (let k = 0; k < t.length; k++) from.push(i)
-    i += c.length
+    for (let k = 0; k < t.length; k++) {
+      from.push(start)
+      upto.push(end)
+    }
   }
-  from.push(decoded.length)
-  return { text, from }
+  return { text, from, upto }
 }
 
 /**
- * A path's spellings: decoded, and past ASCII, also NFKC and case-mapped code point by code
- * point, each matched under Unicode case folding besides (`ſ` is `s`).
+ * A path's spellings: decoded, and past ASCII, also NFKC and case-mapped character by
+ * character, each matched under Unicode case folding besides (`ſ` is `s`).
  */
 export function pathSpellings(path: string): PathSpellings {
   const decoded = decodedPath(path) ?? path
-  if (!PAST_ASCII.test(decoded)) return { decoded, forms: null }
-  const forms: Spelling[] = [{ text: decoded, from: null }]
-  const seen = new Set([decoded])
-  for (const speller of SPELLERS) {
-    const form = spelled(decoded, speller)
-    if (seen.has(form.text)) continue
-    seen.add(form.text)
-    forms.push(form)
+  const pastAscii = PAST_ASCII.test(decoded)
+  let others: Spelling[] | null = null
+  return {
+    decoded,
+    pastAscii,
+    others() {
+      if (others !== null) return others
+      others = []
+      if (!pastAscii) return others
+      const characters = charactersOf(decoded)
+      const seen = new Set([decoded])
+      for (const speller of SPELLERS) {
+        const form = spelled(decoded, characters, speller)
+        if (seen.has(form.text)) continue
+        seen.add(form.text)
+        others.push(form)
+      }
+      return others
+    },
   }
-  return { decoded, forms }
 }
 
 /**
@@ -197,7 +236,7 @@ export function compilePathPattern(source: string): PathPattern {
   const matchSpellings = (sp: PathSpellings): Record<string, string> | null => {
     const params: Record<string, string> = {}
     // A path with no escape and no character past ASCII (nearly every one) pays for neither.
-    if (sp.forms === null) {
+    if (!sp.pastAscii) {
       const m = exec(sp.decoded, regex)
       if (!m) return null
       names.forEach((n, i) => {
@@ -206,15 +245,21 @@ export function compilePathPattern(source: string): PathPattern {
       return params
     }
     unicodeRegex ??= new RegExp(`${re}$`, 'iud')
-    for (const form of sp.forms) {
-      const m = exec(form.text, unicodeRegex)
-      if (!m) continue
-      // Cut from the decoded path, where the spelling's captured units came from.
+    const m = exec(sp.decoded, unicodeRegex)
+    if (m) {
       names.forEach((n, i) => {
-        const at = m.indices?.[i + 1] as [number, number]
-        params[n] = form.from
-          ? sp.decoded.slice(form.from[at[0]], form.from[at[1]])
-          : sp.decoded.slice(at[0], at[1])
+        params[n] = m[i + 1] as string
+      })
+      return params
+    }
+    for (const form of sp.others()) {
+      const f = exec(form.text, unicodeRegex)
+      if (!f) continue
+      // Cut from the decoded path: whole characters, from the first whose spelling the capture
+      // holds a unit of to the last (ß spelled SS and split by the route is kept whole).
+      names.forEach((n, i) => {
+        const [start, end] = f.indices?.[i + 1] as [number, number]
+        params[n] = sp.decoded.slice(form.from[start], form.upto[end - 1])
       })
       return params
     }

@@ -141,20 +141,31 @@ t.test("a route's trailing dots are optional, and its wildcard starts at a segme
   t.same(compilePathPattern('/v1/{id}/r').match('/v1/abc/r.xml'), { id: 'abc' })
 })
 
-t.test('a spelling decides whether a route matches; its values are cut from the path as sent (found in review)', async (t) => {
-  const bills = compilePathPattern('/v1/bills/{id}')
-  // .NET reads ı as I: the route matches, and the id is the one sent, not upper-cased.
-  t.same(bills.match('/v1/b%C4%B1lls/acct-xy'), { id: 'acct-xy' })
-  // Fullwidth letters: matched as NFKC reads them, the id as sent.
-  t.same(bills.match('/v1/%EF%BD%82ills/%EF%BD%98'), { id: '\uff58' })
-  t.same(bills.match('/v1/BILLS/Acct-%C3%9F'), { id: 'Acct-\u00df' })
-  t.same(compilePathPattern('/v1/ops/{op}:cancel').match('/v1/%C3%B6ps/%C3%9F%C3%9Fx:CANCEL'), null)
-  t.same(compilePathPattern('/v1/op%C3%B6/{op}:cancel').match('/v1/OP%C3%96/%C3%9F%C3%9Fx:CANCEL'), {
-    op: '\u00df\u00dfx',
-  })
-  // Java and Spring lower-case İ to i, one code point for one.
-  t.same(compilePathPattern('/v1/items').match('/v1/%C4%B0tems'), {})
-})
+t.test(
+  'a spelling decides whether a route matches; its values are cut from the path as sent (found in review)',
+  async (t) => {
+    const bills = compilePathPattern('/v1/bills/{id}')
+    // .NET reads ı as I: the route matches, and the id is the one sent, not upper-cased.
+    t.same(bills.match('/v1/b%C4%B1lls/acct-xy'), { id: 'acct-xy' })
+    // Fullwidth letters: matched as NFKC reads them, the id as sent.
+    t.same(bills.match('/v1/%EF%BD%82ills/%EF%BD%98'), { id: '\uff58' })
+    t.same(bills.match('/v1/BILLS/Acct-%C3%9F'), { id: 'Acct-\u00df' })
+    t.same(compilePathPattern('/v1/ops/{op}:cancel').match('/v1/%C3%B6ps/%C3%9F%C3%9Fx:CANCEL'), null)
+    t.same(compilePathPattern('/v1/op%C3%B6/{op}:cancel').match('/v1/OP%C3%96/%C3%9F%C3%9Fx:CANCEL'), {
+      op: '\u00df\u00dfx',
+    })
+    // Java and Spring lower-case İ to i, one code point for one.
+    t.same(compilePathPattern('/v1/items').match('/v1/%C4%B0tems'), {})
+    // A character whose spelling the route splits (ß is SS, ﬁ is fi) is kept whole in the value.
+    t.same(compilePathPattern('/v1/{id}s').match('/v1/%C3%9F'), { id: '\u00df' })
+    t.same(compilePathPattern('/v1/{id}i').match('/v1/%EF%AC%81'), { id: '\ufb01' })
+    t.same(compilePathPattern('/v1/refunds/{id}s').match('/v1/refunds/acct-1%C3%9F'), { id: 'acct-1\u00df' })
+    // Decomposed (NFD) characters are composed, as NFKC composes them (found in review).
+    t.same(compilePathPattern('/v1/%C3%BCberweisung/{id}').match('/v1/u%CC%88berweisung/1'), { id: '1' })
+    t.same(compilePathPattern('/v1/caf%C3%A9/*').match('/v1/cafe%CC%81/x'), {})
+    t.same(compilePathPattern('/v1/{id}/x').match('/v1/cafe%CC%81/X'), { id: 'cafe\u0301' })
+  },
+)
 
 t.test("a route's escaped braces are a literal, never a placeholder (found in review)", async (t) => {
   const braces = compilePathPattern('/v1/%7Bdoc%7D')
