@@ -54,7 +54,7 @@ export interface PathSpellings {
   others(): Spelling[]
 }
 
-const PAST_ASCII = /[^\x00-\x7f]/
+const PAST_ASCII = /[\u0080-\uffff]/
 const MARK = /^\p{M}$/u
 
 /** A code point's first code point: its simple case mapping where the full one is longer (İ → i̇ → i). */
@@ -258,7 +258,8 @@ export function compilePathPattern(source: string): PathPattern {
       // Cut from the decoded path: whole characters, from the first whose spelling the capture
       // holds a unit of to the last (ß spelled SS and split by the route is kept whole).
       names.forEach((n, i) => {
-        const [start, end] = f.indices?.[i + 1] as [number, number]
+        // The `d` flag: every match has its indices.
+        const [start, end] = (f.indices as RegExpIndicesArray)[i + 1] as [number, number]
         params[n] = sp.decoded.slice(form.from[start], form.upto[end - 1])
       })
       return params

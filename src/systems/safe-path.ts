@@ -41,6 +41,8 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
   return null
 }
 
+const PATH_SYNTAX = '/\\.;%?#'
+
 /**
  * Whether a character past ASCII reads, under NFKC (as an upstream that maps fullwidth forms to
  * ASCII reads it, and as routes are matched: path-pattern.ts), as path syntax: `．．` is `..`
@@ -49,7 +51,11 @@ export function unsafePathProblem(pathWithQuery: string): string | null {
 function nfkcPathSyntax(decoded: string): boolean {
   for (const c of decoded) {
     if (c.charCodeAt(0) < 0x80) continue
-    if (/[/\\.;%?#\x00-\x1f\x7f]/.test(c.normalize('NFKC'))) return true
+    const n = c.normalize('NFKC')
+    for (let i = 0; i < n.length; i++) {
+      const code = n.charCodeAt(i)
+      if (code < 0x20 || code === 0x7f || PATH_SYNTAX.includes(n[i] as string)) return true
+    }
   }
   return false
 }
