@@ -96,7 +96,7 @@ export function startReceiptStream(
   res.on('close', stop)
   // A client gone before the stream opened (during the route's auth) closes nothing again: the
   // stream would hold its subscription, timer and slot for ever (found in review).
-  if (res.destroyed || res.socket === null || res.socket.destroyed) stop()
+  if (res.destroyed || res.socket?.destroyed === true) stop()
 
   async function pump(): Promise<void> {
     if (pumping) {
