@@ -233,30 +233,30 @@ export function compilePathPattern(source: string): PathPattern {
     return bareUndotted !== bare ? regex.exec(bareUndotted) : null
   }
 
-  const matchSpellings = (sp: PathSpellings): Record<string, string> | null => {
+  /** A match's captures as they stand (in the decoded path). */
+  const captured = (m: RegExpExecArray): Record<string, string> => {
     const params: Record<string, string> = {}
+    names.forEach((n, i) => {
+      params[n] = m[i + 1] as string
+    })
+    return params
+  }
+
+  const matchSpellings = (sp: PathSpellings): Record<string, string> | null => {
     // A path with no escape and no character past ASCII (nearly every one) pays for neither.
     if (!sp.pastAscii) {
       const m = exec(sp.decoded, regex)
-      if (!m) return null
-      names.forEach((n, i) => {
-        params[n] = m[i + 1] as string
-      })
-      return params
+      return m ? captured(m) : null
     }
     unicodeRegex ??= new RegExp(`${re}$`, 'iud')
     const m = exec(sp.decoded, unicodeRegex)
-    if (m) {
-      names.forEach((n, i) => {
-        params[n] = m[i + 1] as string
-      })
-      return params
-    }
+    if (m) return captured(m)
     for (const form of sp.others()) {
       const f = exec(form.text, unicodeRegex)
       if (!f) continue
       // Cut from the decoded path: whole characters, from the first whose spelling the capture
       // holds a unit of to the last (ß spelled SS and split by the route is kept whole).
+      const params: Record<string, string> = {}
       names.forEach((n, i) => {
         // The `d` flag: every match has its indices.
         const [start, end] = (f.indices as RegExpIndicesArray)[i + 1] as [number, number]
