@@ -1,7 +1,23 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { startFleet } from '../helpers/fleet.js'
 import { agentRequest } from '../helpers/proxy.js'
 import { waitFor } from '../helpers/wait.js'
+
+/**
+ * One deaf proxy (pub/sub suppressed) that has cached a snapshot deciding `verify` as `mode`
+ * (its first write answered `status`); `flip` changes the policy behind its back.
+ */
+async function staleProxy(t: Test, mode: 'allow' | 'step_up', status: number) {
+  const fleet = await startFleet(t, { proxies: 1, deaf: true })
+  const port = fleet.proxies[0]?.port as number
+  const admin = { bearer: fleet.tenant.apiKey }
+  t.equal((await fleet.api.put('/v1/policy', { verify: mode }, admin)).status, 200)
+  const first = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
+  t.equal(first.status, status, `the proxy has cached a snapshot that says ${mode}`)
+  const flip = async (to: 'allow' | 'step_up') =>
+    t.equal((await fleet.api.put('/v1/policy', { verify: to }, admin)).status, 200)
+  return { fleet, port, admin, flip }
+}
 
 /**
  * The proxy reads a write's body before deciding when its cached snapshot predicts STEP_UP
@@ -10,14 +26,8 @@ import { waitFor } from '../helpers/wait.js'
  * suppressed so the proxy's snapshot is stale on purpose.
  */
 t.test('a write predicted STEP_UP but decided ALLOW is forwarded with its body', async (t) => {
-  const fleet = await startFleet(t, { proxies: 1, deaf: true })
-  const port = fleet.proxies[0]?.port as number
-  const admin = { bearer: fleet.tenant.apiKey }
-  t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
-  const first = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
-  t.equal(first.status, 428, 'the proxy has cached a snapshot that says STEP_UP')
-
-  t.equal((await fleet.api.put('/v1/policy', { verify: 'allow' }, admin)).status, 200)
+  const { fleet, port, flip } = await staleProxy(t, 'step_up', 428)
+  await flip('allow')
   const before = fleet.upstream.received.length
   const body = '{"amount":42}'
   const reply = await Promise.race([
@@ -98,14 +108,8 @@ t.test('a request predicted STEP_UP that passes ungated under the new version ke
  * approver could ever approve (400 invalid_params). Now the body is read then, and staged.
  */
 t.test('a write predicted ALLOW but decided STEP_UP is staged with its body', async (t) => {
-  const fleet = await startFleet(t, { proxies: 1, deaf: true })
-  const port = fleet.proxies[0]?.port as number
-  const admin = { bearer: fleet.tenant.apiKey }
-  t.equal((await fleet.api.put('/v1/policy', { verify: 'allow' }, admin)).status, 200)
-  const first = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body: '{}' })
-  t.equal(first.status, 200, 'the proxy has cached a snapshot that says ALLOW')
-
-  t.equal((await fleet.api.put('/v1/policy', { verify: 'step_up' }, admin)).status, 200)
+  const { fleet, port, admin, flip } = await staleProxy(t, 'allow', 200)
+  await flip('step_up')
   const before = fleet.upstream.received.length
   const body = '{"amount":42}'
   const staged = await agentRequest(port, { method: 'POST', path: '/sys_billing/v1/verify', body })
